@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/**
+ * @file consumer.h
+ * @brief libsluice: receive a guest's trace, process it in parallel, get it back in order.
+ *
+ * The model is Cannoli's (DESIGN.md §1.7): the user gives a struct of
+ * callbacks. `exec`, `read`, `write` and `lost` run on worker threads, in
+ * parallel, one chunk of one guest thread's records at a time; each may emit
+ * zero or one user item of `item_size` bytes (filter-map). `trace` then
+ * receives the items of each guest thread strictly in that thread's program
+ * order, on one thread, sequentially (never two `trace` calls at once).
+ * `thread` is called on the ordering thread too, before a thread's first item
+ * and after its last.
+ *
+ * Errors: functions returning int return 0 on success and a negative errno on
+ * failure, with a message retrievable by sluice_session__error().
+ */
+#ifndef SLUICE_CONSUMER_H
+#define SLUICE_CONSUMER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A guest thread, as its ring header describes it. Valid during a callback. */
+struct sluice_thread_info {
+    uint32_t pid;     /**< guest process id (host pid of its QEMU) */
+    uint32_t tid;     /**< guest thread id (host tid) */
+    uint32_t seq;     /**< ring number within the process (a thread may get a new ring after a failed exec) */
+    int big_endian;   /**< guest byte order */
+    const char *arch; /**< QEMU target name, e.g. "x86_64" */
+    const char *comm; /**< guest program name */
+};
+
+/** One guest memory access. */
+struct sluice_mem {
+    uint64_t pc;       /**< guest virtual address of the instruction (0 if unknown) */
+    uint64_t addr;     /**< guest virtual address accessed */
+    uint64_t value;    /**< value, low `size` bytes (masked; upper bytes zero); low half if size 16 */
+    uint64_t value_hi; /**< high 8 bytes when size is 16, else 0 */
+    uint32_t size;     /**< bytes: 1, 2, 4, 8 or 16 */
+    uint32_t is_write; /**< 1 store, 0 load */
+};
+
+/**
+ * Callbacks. Unset (NULL) callbacks are skipped. Worker callbacks return 1
+ * when they filled `item` (item_size bytes, uninitialised on entry), else 0.
+ * `user` is passed back unchanged.
+ */
+struct sluice_callbacks {
+    size_t sz; /**< sizeof(struct sluice_callbacks), for forward compatibility */
+    void *user;
+    size_t item_size; /**< bytes of one user item (0: no items; `trace` is never called) */
+    /** Worker thread: one executed instruction at guest virtual address @p pc. */
+    int (*exec)(void *user, const struct sluice_thread_info *t, uint64_t pc, void *item);
+    /** Worker thread: one load. */
+    int (*read)(void *user, const struct sluice_thread_info *t, const struct sluice_mem *m,
+                void *item);
+    /** Worker thread: one store. */
+    int (*write)(void *user, const struct sluice_thread_info *t, const struct sluice_mem *m,
+                 void *item);
+    /** Worker thread: @p count records were lost at this point of the stream. */
+    int (*lost)(void *user, const struct sluice_thread_info *t, uint64_t count, void *item);
+    /** Ordering thread: the thread's stream starts (@p started 1) or has ended (0). */
+    void (*thread)(void *user, const struct sluice_thread_info *t, int started);
+    /** Ordering thread: the next item of thread @p t, in program order. */
+    void (*trace)(void *user, const struct sluice_thread_info *t, void *item);
+};
+
+/** Options; fields added later keep the old behaviour when zero. */
+struct sluice_consumer_opts {
+    size_t sz;        /**< sizeof(struct sluice_consumer_opts) */
+    unsigned workers; /**< worker threads; 0 = number of online CPUs */
+    int lossy;        /**< 0 (default): lossless, the guest waits for us; 1: lossy */
+};
+
+/** Per-thread and total counters, filled when a session ends. */
+struct sluice_counts {
+    uint64_t insns;  /**< EXEC records */
+    uint64_t loads;  /**< MEM records, loads */
+    uint64_t stores; /**< MEM records, stores */
+    uint64_t lost;   /**< records lost (LOST records plus ring counters), exact */
+};
+
+/** A consumer attached to one traced guest (and the processes it forks). */
+struct sluice_session;
+
+/**
+ * Attach over the connected control socket @p ctl_fd (SOCK_SEQPACKET; see
+ * ctl.h). Sends HELLO; the WELCOME is read by sluice_session__run(), so this
+ * may be called before QEMU starts. Takes ownership of @p ctl_fd.
+ * @return a session, or NULL with errno set (EINVAL bad arguments, ENOMEM).
+ */
+struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callbacks *cb,
+                                           const struct sluice_consumer_opts *opts);
+
+/**
+ * Run until the trace ends (every guest process exited or exec'd and every
+ * ring is drained). Blocks the calling thread; starts the worker threads and
+ * the ordering thread. Not thread-safe: call once per session.
+ * @return 0; -EPROTO if the jitter refused or spoke another protocol version;
+ *         -errno from a failed socket, mmap or thread call.
+ */
+int sluice_session__run(struct sluice_session *s);
+
+/**
+ * Counters after sluice_session__run(): totals into @p total, and up to
+ * @p max per-thread entries into @p threads / @p infos (may be NULL).
+ * @return the number of guest thread rings seen (may exceed @p max).
+ */
+size_t sluice_session__counts(const struct sluice_session *s, struct sluice_counts *total,
+                              struct sluice_counts *threads, struct sluice_thread_info *infos,
+                              size_t max);
+
+/** Last error message of the session, or "" (owned by the session). */
+const char *sluice_session__error(const struct sluice_session *s);
+
+/** Free the session (after run returned, or instead of running it). NULL is ignored. */
+void sluice_session__free(struct sluice_session *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLUICE_CONSUMER_H */

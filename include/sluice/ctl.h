@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/**
+ * @file ctl.h
+ * @brief Control protocol between the jitter (inside QEMU) and consumers.
+ *
+ * Transport: a unix SOCK_SEQPACKET socket, so each message is one datagram
+ * and several processes (a guest and its forked children) can send on the
+ * same socket without interleaving bytes. All integers are host byte order
+ * (both ends run on the same host).
+ *
+ * Sequence:
+ *   consumer -> jitter  SLUICE_CTL_HELLO   (version, lossless)
+ *   jitter -> consumer  SLUICE_CTL_WELCOME (slot assigned to the consumer)
+ *   jitter -> consumer  SLUICE_CTL_RING    one per guest thread, the ring's
+ *                                          memfd attached (SCM_RIGHTS), for
+ *                                          threads alive now and started later,
+ *                                          in every process forked from the guest
+ *   end of stream: the socket reaches EOF when every guest process that held
+ *   it has exited or exec'd (the jitter's end is close-on-exec); by then every
+ *   ring's last record is published.
+ *
+ * `sluice run` hands one end of a socketpair to QEMU in the environment
+ * variable SLUICE_CONSUMER_FD (the patched QEMU hides SLUICE_* variables from
+ * the guest) and sends HELLO before QEMU starts, so the consumer is attached
+ * before the first guest instruction.
+ */
+#ifndef SLUICE_CTL_H
+#define SLUICE_CTL_H
+
+#include <stdint.h>
+
+/** Version of this protocol; HELLO with another version is refused. */
+#define SLUICE_CTL_VERSION 1u
+/** Environment variable naming an inherited, connected consumer socket fd. */
+#define SLUICE_CONSUMER_FD_ENV "SLUICE_CONSUMER_FD"
+
+enum sluice_ctl_type {
+    SLUICE_CTL_HELLO = 1,   /**< consumer -> jitter */
+    SLUICE_CTL_WELCOME = 2, /**< jitter -> consumer */
+    SLUICE_CTL_RING = 3,    /**< jitter -> consumer, memfd attached */
+    SLUICE_CTL_REFUSED = 4, /**< jitter -> consumer, `error` says why */
+};
+
+/** Every control message is exactly this struct (fixed size datagram). */
+struct sluice_ctl_msg {
+    uint32_t type;     /**< enum sluice_ctl_type */
+    uint32_t version;  /**< SLUICE_CTL_VERSION */
+    uint32_t pid;      /**< guest process (RING, WELCOME) */
+    uint32_t tid;      /**< guest thread (RING) */
+    uint32_t slot;     /**< consumer slot index in every ring header (WELCOME, RING) */
+    uint32_t lossless; /**< HELLO: 1 lossless, 0 lossy */
+    uint64_t ring_bytes; /**< RING: data area size in bytes (power of two) */
+    char arch[16];     /**< QEMU target name (WELCOME, RING) */
+    char error[96];    /**< REFUSED: reason, NUL-terminated */
+};
+
+#endif /* SLUICE_CTL_H */

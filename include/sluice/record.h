@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/**
+ * @file record.h
+ * @brief sluice trace records and the shared ring layout (format version 1).
+ *
+ * This header is shared by the QEMU patch (which emits records inline), the
+ * jitter (which owns the rings) and the consumer library (which reads them).
+ * It has no dependencies beyond <stdint.h> so all three can include it.
+ *
+ * Records
+ * -------
+ * A record is a sequence of little-endian 64-bit words, 8-byte aligned. The
+ * first word of every record is its header: bits 63..56 hold the tag, bits
+ * 55..0 the guest PC (guest virtual address). Linux-user guests of all
+ * supported architectures have user address spaces below 2^48, so the PC
+ * always fits; a PC at or above 2^56 is refused at lift time.
+ *
+ *   EXEC          [hdr]                               1 word
+ *   MEM (size<16) [hdr][guest vaddr][value]           3 words
+ *   MEM (size 16) [hdr][guest vaddr][value lo][value hi] 4 words
+ *   LOST          [hdr: count in bits 55..0]          1 word (written by the
+ *                 jitter when records could not be kept; exact count)
+ *   PAD           [hdr: words to skip in bits 55..0, including the header]
+ *
+ * A MEM record's tag encodes direction and size: tag = 0x10 | W<<3 | log2(size),
+ * W = 1 for a store. The value holds the access's value in its low `size`
+ * bytes (guest byte order already undone, i.e. the value the guest program
+ * sees in a register); the upper bytes are unspecified and the consumer
+ * library masks them. A MEM record with PC 0 was made by a QEMU helper (an
+ * atomic under CF_PARALLEL, or a target helper such as SVE or fxsave) and
+ * belongs to the instruction of the preceding EXEC record.
+ *
+ * Loads are recorded after the access (the value is the loaded one); stores
+ * are recorded after the access too, so an access that faults (SIGSEGV) is
+ * never recorded: it did not happen.
+ *
+ * Ring layout (one per guest thread, a memfd shared with consumers)
+ * -----------------------------------------------------------------
+ *
+ *   file offset 0            SLUICE_RING_HDR_BYTES    + data_size
+ *   +------------------------+------------------------+
+ *   | struct sluice_ring_hdr | data (power of two)    |
+ *   +------------------------+------------------------+
+ *
+ *   mapping:  [hdr][data][data again]
+ *
+ * Both producer and consumers map the data pages twice, back to back, so a
+ * record that crosses the end of the data area is contiguous in memory and
+ * neither side needs a wrap-around case (the idea of the Linux BPF ring
+ * buffer, kernel/bpf/ringbuf.c).
+ *
+ * Positions (`head`, `tail`) are byte counts since the ring was created; they
+ * never wrap; the byte at position p lives at data + (p & (data_size - 1)).
+ */
+#ifndef SLUICE_RECORD_H
+#define SLUICE_RECORD_H
+
+#include <stdint.h>
+
+/** Format version of records and ring header; bumped on any change. */
+#define SLUICE_FORMAT_VERSION 1u
+/** `magic` of a ring header: "SLUICERG" as little-endian bytes. */
+#define SLUICE_RING_MAGIC 0x4752454349554c53ull
+
+/** Record tags (bits 63..56 of a record's first word). */
+enum sluice_tag {
+    SLUICE_TAG_PAD = 0x00,  /**< skip (bits 55..0) words, header included */
+    SLUICE_TAG_EXEC = 0x01, /**< one executed instruction at the PC */
+    SLUICE_TAG_LOST = 0x02, /**< (bits 55..0) records were lost here */
+    SLUICE_TAG_MEM = 0x10,  /**< base of the MEM tags, see sluice_mem_tag() */
+};
+
+#define SLUICE_TAG_SHIFT 56
+#define SLUICE_PAYLOAD_MASK ((1ull << SLUICE_TAG_SHIFT) - 1)
+/** MEM tag bit: the access is a store. */
+#define SLUICE_MEM_WRITE 0x08u
+
+/** Tag of a record header word. */
+static inline unsigned sluice_rec_tag(uint64_t hdr)
+{
+    return (unsigned)(hdr >> SLUICE_TAG_SHIFT);
+}
+
+/** Payload of a record header word: PC, count or word count (56 bits). */
+static inline uint64_t sluice_rec_payload(uint64_t hdr)
+{
+    return hdr & SLUICE_PAYLOAD_MASK;
+}
+
+/** Header word of an EXEC record for guest PC @p pc (< 2^56). */
+static inline uint64_t sluice_exec_hdr(uint64_t pc)
+{
+    return ((uint64_t)SLUICE_TAG_EXEC << SLUICE_TAG_SHIFT) | (pc & SLUICE_PAYLOAD_MASK);
+}
+
+/**
+ * MEM tag for an access of 2^@p log2_size bytes (log2_size 0..4).
+ * @param is_write non-zero for a store.
+ */
+static inline unsigned sluice_mem_tag(unsigned log2_size, int is_write)
+{
+    return SLUICE_TAG_MEM | (is_write ? SLUICE_MEM_WRITE : 0) | (log2_size & 7);
+}
+
+/** Header word of a MEM record: see sluice_mem_tag(); @p pc 0 = helper made. */
+static inline uint64_t sluice_mem_hdr(uint64_t pc, unsigned log2_size, int is_write)
+{
+    return ((uint64_t)sluice_mem_tag(log2_size, is_write) << SLUICE_TAG_SHIFT) |
+           (pc & SLUICE_PAYLOAD_MASK);
+}
+
+/** Whether @p tag is a MEM tag. */
+static inline int sluice_tag_is_mem(unsigned tag)
+{
+    return (tag & 0xf0) == SLUICE_TAG_MEM && (tag & 7) <= 4;
+}
+
+/**
+ * Length in 64-bit words of the record whose header is @p hdr, or 0 if the
+ * header is not a valid record (unknown tag, PAD of length 0).
+ */
+static inline unsigned sluice_rec_words(uint64_t hdr)
+{
+    unsigned tag = sluice_rec_tag(hdr);
+
+    if (tag == SLUICE_TAG_EXEC || tag == SLUICE_TAG_LOST) {
+        return 1;
+    }
+    if (sluice_tag_is_mem(tag)) {
+        return (tag & 7) == 4 ? 4 : 3;
+    }
+    if (tag == SLUICE_TAG_PAD) {
+        uint64_t n = sluice_rec_payload(hdr);
+        return n > 0 && n <= (1u << 20) ? (unsigned)n : 0;
+    }
+    return 0;
+}
+
+/** Bytes of the ring header; the data area starts at this file offset. */
+#define SLUICE_RING_HDR_BYTES 4096u
+/** Consumer slots per ring (one consumer per slot). */
+#define SLUICE_MAX_CONSUMERS 8
+/** Ring header flag: the producer thread has exited; no more records. */
+#define SLUICE_RING_CLOSED 1u
+
+/** One consumer's slot in a ring header, on its own cache line. */
+struct sluice_ring_consumer {
+    /** Bytes consumed (position); written by the consumer, clamped by the producer. */
+    uint64_t tail;
+    /** Futex word the producer waits on when full; the consumer bumps it and wakes. */
+    uint32_t tail_futex;
+    /** 1 while the slot is in use. */
+    uint32_t active;
+    /** 1: lossless (the producer waits for this consumer); 0: lossy. */
+    uint32_t lossless;
+    uint32_t pad_[11];
+};
+
+/**
+ * Header page of a ring. Producer-written and consumer-written fields live on
+ * separate cache lines so the two sides do not false-share.
+ */
+struct sluice_ring_hdr {
+    uint64_t magic;      /**< SLUICE_RING_MAGIC */
+    uint32_t version;    /**< SLUICE_FORMAT_VERSION */
+    uint32_t hdr_bytes;  /**< SLUICE_RING_HDR_BYTES */
+    uint64_t data_size;  /**< bytes in the data area, a power of two */
+    uint32_t pid;        /**< guest process id (host pid) */
+    uint32_t tid;        /**< guest thread id (host tid) */
+    char arch[16];       /**< QEMU target name, NUL-terminated ("x86_64") */
+    char comm[16];       /**< guest program name, NUL-terminated */
+    uint32_t big_endian; /**< guest byte order: 1 big, 0 little */
+    uint32_t seq;        /**< per-process ring sequence number */
+    uint8_t pad0_[128 - 72];
+
+    /* --- producer cache line --- */
+    /** Bytes published; release-stored by the producer, acquire-loaded by consumers. */
+    uint64_t head;
+    /** Futex word consumers wait on; the producer bumps it after publishing. */
+    uint32_t head_futex;
+    /** Non-zero while some consumer waits on head_futex (so the producer wakes). */
+    uint32_t consumers_waiting;
+    /** SLUICE_RING_CLOSED once the thread has exited and published its last record. */
+    uint32_t flags;
+    uint32_t pad1_;
+    /** Records lost in this ring (lossy consumers and overflow), exact. */
+    uint64_t lost;
+    uint8_t pad2_[128 - 32];
+
+    /* --- one cache line per consumer --- */
+    struct sluice_ring_consumer consumer[SLUICE_MAX_CONSUMERS];
+};
+
+_Static_assert(sizeof(struct sluice_ring_hdr) <= SLUICE_RING_HDR_BYTES, "ring header too big");
+_Static_assert(sizeof(struct sluice_ring_consumer) == 64, "consumer slot is one cache line");
+
+#endif /* SLUICE_RECORD_H */
