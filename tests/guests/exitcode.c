@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Guest: ends the way its argument says, for the exit-status e2e test.
+ *
+ *   exitcode N      exit(N)
+ *   exitcode segv   unhandled SIGSEGV (store through a null pointer)
+ *   exitcode abort  abort() (SIGABRT)
+ *   exitcode kill   raise(SIGKILL)
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: exitcode N|segv|abort|kill\n");
+        return 2;
+    }
+    printf("exitcode %s\n", argv[1]);
+    fflush(stdout);
+    if (strcmp(argv[1], "segv") == 0) {
+        volatile int *volatile null = NULL;
+
+        *null = 1;
+    } else if (strcmp(argv[1], "abort") == 0) {
+        abort();
+    } else if (strcmp(argv[1], "kill") == 0) {
+        raise(SIGKILL);
+    }
+    exit(atoi(argv[1]));
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Guest: recovers from faulting loads and stores with a SIGSEGV handler.
+ *
+ * A load and a store through bad pointers fault; the handler returns to the
+ * main loop with siglongjmp. A faulting access did not happen, so neither
+ * sluice nor the reference may record it, and the signal frame setup and
+ * sigreturn trampoline must be traced like any other guest code.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+static sigjmp_buf env;
+static volatile int faults;
+
+static void on_segv(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)uc;
+    faults++;
+    siglongjmp(env, (int)((uintptr_t)si->si_addr & 0xff) | 0x100);
+}
+
+int main(void)
+{
+    struct sigaction sa;
+    volatile uint32_t good = 0x1234;
+    unsigned codes = 0;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, NULL);
+
+    for (int i = 0; i < 3; i++) {
+        int r = sigsetjmp(env, 1);
+
+        if (r == 0) {
+            volatile uint32_t *bad = (volatile uint32_t *)(uintptr_t)(0x10 + 8 * i);
+
+            if (i == 1) {
+                *bad = good;
+            } else {
+                good += *bad;
+            }
+            printf("not reached %d\n", i);
+        } else {
+            codes += (unsigned)r;
+            good++;
+        }
+    }
+    printf("faults=%d codes=%u good=%u\n", faults, codes, (unsigned)good);
+    return 0;
+}
