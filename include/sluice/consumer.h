@@ -91,8 +91,11 @@ struct sluice_session;
 /**
  * Attach over the connected control socket @p ctl_fd (SOCK_SEQPACKET; see
  * ctl.h). Sends HELLO; the WELCOME is read by sluice_session__run(), so this
- * may be called before QEMU starts. Takes ownership of @p ctl_fd.
- * @return a session, or NULL with errno set (EINVAL bad arguments, ENOMEM).
+ * may be called before QEMU starts. Takes ownership of @p ctl_fd (it is
+ * closed on failure too). @p cb is copied (its first cb->sz bytes); @p opts
+ * may be NULL for the defaults. Any thread.
+ * @return a session, or NULL with errno set (EINVAL bad arguments, ENOMEM,
+ *         or send()'s errno if HELLO could not be sent).
  */
 struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callbacks *cb,
                                            const struct sluice_consumer_opts *opts);
@@ -101,10 +104,19 @@ struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callb
  * Run until the trace ends (every guest process exited or exec'd and every
  * ring is drained). Blocks the calling thread; starts the worker threads and
  * the ordering thread. Not thread-safe: call once per session.
- * @return 0; -EPROTO if the jitter refused or spoke another protocol version;
- *         -errno from a failed socket, mmap or thread call.
+ * @return 0; -EPROTO if the jitter refused or spoke another protocol version,
+ *         or a ring was malformed (that ring is then skipped to its end, the
+ *         others are still drained); -errno from a failed socket, mmap or
+ *         thread call; -EINVAL if called twice. sluice_session__error() says more.
  */
 int sluice_session__run(struct sluice_session *s);
+
+/**
+ * Records decoded so far, all threads together (EXEC + MEM + LOST records),
+ * for progress reports. Thread-safe: may be called from any thread while
+ * sluice_session__run() runs; the value only grows.
+ */
+uint64_t sluice_session__events(const struct sluice_session *s);
 
 /**
  * Counters after sluice_session__run(): totals into @p total, and up to

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/**
+ * @file chunk.h
+ * @brief A chunk (one ring's run of whole records plus the items made from
+ *        them) and the bounded pool chunks come from.
+ *
+ * A chunk travels reader thread -> work queue -> worker -> ordering stage ->
+ * back to the pool; exactly one thread holds it at a time. The pool is the
+ * session's backpressure: readers block in chunk_pool__get() when every
+ * chunk is in flight, so a slow `trace` callback slows the readers (and, in
+ * lossless mode, the guest) instead of growing memory.
+ */
+#ifndef SLUICE_CHUNK_H
+#define SLUICE_CHUNK_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "order.h"
+#include "sluice/consumer.h"
+
+/** Bytes of records per chunk at most (the reader splits at record boundaries). */
+#define CHUNK_BYTES (256u * 1024)
+
+struct chunk {
+    struct order_entry ord;      /**< ordering link; ord.seq is the ring's chunk number */
+    struct chunk *qnext;         /**< work queue / free list link */
+    void *ring;                  /**< the session's ring state (opaque here) */
+    uint64_t start_pc;           /**< PC of the last EXEC before this chunk (for MEM pc 0) */
+    size_t len;                  /**< bytes of records in `words` (0: end-of-ring marker) */
+    uint64_t *words;             /**< CHUNK_BYTES of records, little-endian words */
+    uint8_t *items;              /**< items made by the worker, item_size bytes each */
+    size_t n_items;              /**< items in `items` */
+    struct sluice_counts counts; /**< counted by the worker */
+};
+
+/** The pool. Fields are private. */
+struct chunk_pool {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct chunk *free;
+    unsigned allocated;
+    unsigned max;
+    size_t item_size;
+};
+
+/**
+ * Make a pool of at most @p max chunks (allocated on demand), each with room
+ * for CHUNK_BYTES / 8 items of @p item_size bytes.
+ */
+void chunk_pool__init(struct chunk_pool *p, unsigned max, size_t item_size);
+
+/**
+ * A clean chunk (len, n_items, counts zero). Blocks while @p max chunks are
+ * out. Any thread.
+ * @return the chunk, or NULL if memory ran out.
+ */
+struct chunk *chunk_pool__get(struct chunk_pool *p);
+
+/** Give @p c back and wake one waiter. Any thread. */
+void chunk_pool__put(struct chunk_pool *p, struct chunk *c);
+
+/** Free the pool; every chunk must have been put back. */
+void chunk_pool__destroy(struct chunk_pool *p);
+
+#endif /* SLUICE_CHUNK_H */

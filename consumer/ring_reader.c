@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * ring_reader.c — the consumer's view of one ring (layout: sluice/record.h).
+ *
+ * Owns the mapping of one ring memfd and this consumer's tail in it. Runs on
+ * the session's reader thread for that ring. The producer is another process
+ * that may be buggy or hostile: every header field is validated once at open
+ * and copied (data_size is never re-read), head is checked against the tail
+ * before any byte is touched, and records are validated on a private copy,
+ * never in place. Nothing here may crash on bad input or read outside the
+ * mapping; errors go to r->err with the thread id and byte position.
+ */
+#include "ring_reader.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Largest data area we accept: keeps hdr + 2 * size far from overflow. */
+#define RING_MAX_DATA (1ull << 40)
+
+static int fail(struct ring_reader *r, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(struct ring_reader *r, int err, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(r->err, sizeof(r->err), fmt, ap);
+    va_end(ap);
+    return -err;
+}
+
+static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *ts)
+{
+    /* Shared futexes (no FUTEX_PRIVATE_FLAG): the producer is another process. */
+    return syscall(SYS_futex, word, op, val, ts, NULL, 0);
+}
+
+/* Check the header copy @p h; on success return 0 and leave r untouched. */
+static int check_header(struct ring_reader *r, const struct sluice_ring_hdr *h, off_t file_size,
+                        unsigned slot)
+{
+    long page = sysconf(_SC_PAGESIZE);
+
+    if (h->magic != SLUICE_RING_MAGIC) {
+        return fail(r, EINVAL, "ring: bad magic 0x%016" PRIx64 " (want 0x%016llx)", h->magic,
+                    SLUICE_RING_MAGIC);
+    }
+    if (h->version != SLUICE_FORMAT_VERSION) {
+        return fail(r, EINVAL, "ring: format version %" PRIu32 ", this consumer reads %u",
+                    h->version, SLUICE_FORMAT_VERSION);
+    }
+    if (h->hdr_bytes != SLUICE_RING_HDR_BYTES) {
+        return fail(r, EINVAL, "ring: hdr_bytes %" PRIu32 " (want %u)", h->hdr_bytes,
+                    SLUICE_RING_HDR_BYTES);
+    }
+    if (h->data_size < (uint64_t)page || h->data_size > RING_MAX_DATA ||
+        (h->data_size & (h->data_size - 1)) != 0) {
+        return fail(r, EINVAL,
+                    "ring: data_size %" PRIu64 " is not a power of two between %ld and %llu",
+                    h->data_size, page, RING_MAX_DATA);
+    }
+    if ((uint64_t)file_size < SLUICE_RING_HDR_BYTES + h->data_size) {
+        return fail(r, EINVAL, "ring: file size %lld < header + data_size %" PRIu64,
+                    (long long)file_size, SLUICE_RING_HDR_BYTES + h->data_size);
+    }
+    if (slot >= SLUICE_MAX_CONSUMERS) {
+        return fail(r, EINVAL, "ring: consumer slot %u out of range (max %d)", slot,
+                    SLUICE_MAX_CONSUMERS - 1);
+    }
+    return 0;
+}
+
+/* Map [hdr][data][data] into a fresh reservation (the producer's layout). */
+static int map_ring(struct ring_reader *r, int fd, uint64_t size)
+{
+    size_t len = SLUICE_RING_HDR_BYTES + 2 * size;
+    uint8_t *base = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    uint8_t *data = base + SLUICE_RING_HDR_BYTES;
+    int flags = MAP_SHARED | MAP_FIXED;
+
+    if (base == MAP_FAILED) {
+        return fail(r, errno, "ring: reserving %zu bytes: %s", len, strerror(errno));
+    }
+    /* The header is written (tail, futex words); the data is only read. */
+    if (mmap(base, SLUICE_RING_HDR_BYTES, PROT_READ | PROT_WRITE, flags, fd, 0) == MAP_FAILED ||
+        mmap(data, size, PROT_READ, flags, fd, SLUICE_RING_HDR_BYTES) == MAP_FAILED ||
+        mmap(data + size, size, PROT_READ, flags, fd, SLUICE_RING_HDR_BYTES) == MAP_FAILED) {
+        int err = errno;
+
+        munmap(base, len);
+        return fail(r, err, "ring: mapping %" PRIu64 "-byte ring: %s", size, strerror(err));
+    }
+    r->map = base;
+    r->map_len = len;
+    r->hdr = (struct sluice_ring_hdr *)base;
+    r->data = data;
+    r->size = size;
+    return 0;
+}
+
+int ring_reader__open(struct ring_reader *r, int fd, unsigned slot)
+{
+    struct sluice_ring_hdr h;
+    struct stat st;
+    int err;
+
+    memset(r, 0, sizeof(*r));
+    if (fstat(fd, &st) < 0) {
+        return fail(r, errno, "ring: fstat: %s", strerror(errno));
+    }
+    /* Validate a private copy, so the producer cannot change what we checked. */
+    if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+        return fail(r, EINVAL, "ring: file too short for a %zu-byte header", sizeof(h));
+    }
+    err = check_header(r, &h, st.st_size, slot);
+    if (err == 0) {
+        err = map_ring(r, fd, h.data_size);
+    }
+    if (err == 0) {
+        r->slot = slot;
+        r->tail = __atomic_load_n(&r->hdr->consumer[slot].tail, __ATOMIC_ACQUIRE);
+    }
+    return err;
+}
+
+void ring_reader__close(struct ring_reader *r)
+{
+    if (r->map) {
+        munmap(r->map, r->map_len);
+    }
+    r->map = NULL;
+    r->hdr = NULL;
+    r->data = NULL;
+}
+
+int64_t ring_reader__avail(struct ring_reader *r)
+{
+    /* Acquire pairs with the producer's release store of head: records below
+     * head are fully written before we see head. */
+    uint64_t head = __atomic_load_n(&r->hdr->head, __ATOMIC_ACQUIRE);
+
+    if (head < r->tail) {
+        return fail(r, EPROTO, "ring of tid %" PRIu32 ": head %" PRIu64 " behind tail %" PRIu64,
+                    r->hdr->tid, head, r->tail);
+    }
+    if ((head & 7) != 0) {
+        return fail(r, EPROTO, "ring of tid %" PRIu32 ": head %" PRIu64 " not 8-byte aligned",
+                    r->hdr->tid, head);
+    }
+    if (head - r->tail > r->size) {
+        return fail(r, EPROTO,
+                    "ring of tid %" PRIu32 ": overrun, head %" PRIu64 " is %" PRIu64
+                    " bytes past tail, ring holds %" PRIu64,
+                    r->hdr->tid, head, head - r->tail, r->size);
+    }
+    return (int64_t)(head - r->tail);
+}
+
+int ring_reader__closed(const struct ring_reader *r)
+{
+    /* Acquire pairs with the producer's release store of flags after its last publish. */
+    return (__atomic_load_n(&r->hdr->flags, __ATOMIC_ACQUIRE) & SLUICE_RING_CLOSED) != 0;
+}
+
+/* Give @p bytes back to the producer and wake it if it waits for space. */
+static void consume(struct ring_reader *r, uint64_t bytes)
+{
+    struct sluice_ring_consumer *c = &r->hdr->consumer[r->slot];
+
+    r->tail += bytes;
+    /* Release pairs with the producer's acquire load of our tail: our copy of
+     * the data is complete before the producer may overwrite it. */
+    __atomic_store_n(&c->tail, r->tail, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&c->tail_futex, 1, __ATOMIC_RELEASE);
+    futex(&c->tail_futex, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+/*
+ * Walk the copied records @p w (@p nw words, @p avail bytes published from
+ * the copy's start). Returns the words of whole records that fit, 0 with
+ * *skip set for a leading PAD longer than the copy, or -EPROTO.
+ */
+static ssize_t walk(struct ring_reader *r, const uint64_t *w, size_t nw, uint64_t avail,
+                    uint64_t *last_pc, uint64_t *skip)
+{
+    uint64_t pc = *last_pc;
+    size_t i = 0;
+
+    while (i < nw) {
+        uint64_t hdr = le64toh(w[i]);
+        unsigned len = sluice_rec_words(hdr);
+
+        if (len == 0) {
+            return fail(r, EPROTO,
+                        "ring of tid %" PRIu32 ": invalid record header 0x%016" PRIx64
+                        " at position %" PRIu64,
+                        r->hdr->tid, hdr, r->tail + i * 8);
+        }
+        if (i + len > nw) {
+            if ((i + len) * 8 > avail) {
+                return fail(r, EPROTO,
+                            "ring of tid %" PRIu32 ": record at position %" PRIu64
+                            " (%u words) crosses head %" PRIu64,
+                            r->hdr->tid, r->tail + i * 8, len, r->tail + avail);
+            }
+            if (i == 0) {
+                *skip = (uint64_t)len * 8; /* only a PAD can be longer than cap */
+            }
+            break;
+        }
+        if (sluice_rec_tag(hdr) == SLUICE_TAG_EXEC) {
+            pc = sluice_rec_payload(hdr);
+        }
+        i += len;
+    }
+    *last_pc = pc;
+    return (ssize_t)i;
+}
+
+ssize_t ring_reader__read(struct ring_reader *r, void *buf, size_t cap, uint64_t *last_pc)
+{
+    if (cap < 32) {
+        return fail(r, EINVAL, "ring: read capacity %zu < 32 bytes", cap);
+    }
+    for (;;) {
+        int64_t avail = ring_reader__avail(r);
+        uint64_t n, skip = 0;
+        ssize_t words;
+
+        if (avail <= 0) {
+            return avail;
+        }
+        n = ((uint64_t)avail < cap ? (uint64_t)avail : cap) & ~7ull;
+        /* The data area is mapped twice, so n <= size bytes are contiguous. */
+        memcpy(buf, r->data + (r->tail & (r->size - 1)), n);
+        /* A lossy producer may have lapped us while we copied: check head
+         * again after the copy (acquire fence: the copy's loads come first). */
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (ring_reader__avail(r) < 0) {
+            return -EPROTO;
+        }
+        words = walk(r, buf, n / 8, (uint64_t)avail, last_pc, &skip);
+        if (words < 0) {
+            return words;
+        }
+        if (words == 0) {
+            consume(r, skip); /* a PAD bigger than cap: nothing to copy */
+            continue;
+        }
+        consume(r, (uint64_t)words * 8);
+        return words * 8;
+    }
+}
+
+void ring_reader__discard(struct ring_reader *r)
+{
+    uint64_t head = __atomic_load_n(&r->hdr->head, __ATOMIC_ACQUIRE);
+
+    if (head > r->tail) {
+        consume(r, head - r->tail);
+    }
+}
+
+int ring_reader__wait(struct ring_reader *r, int timeout_ms)
+{
+    struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000};
+    struct sluice_ring_hdr *h = r->hdr;
+    uint32_t seen;
+
+    /* Announce ourselves before re-checking head (sequentially consistent):
+     * the producer stores head, then reads consumers_waiting, so either it
+     * sees us and wakes the futex, or we see its new head here. */
+    __atomic_fetch_add(&h->consumers_waiting, 1, __ATOMIC_SEQ_CST);
+    seen = __atomic_load_n(&h->head_futex, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&h->head, __ATOMIC_SEQ_CST) == r->tail && !ring_reader__closed(r)) {
+        futex(&h->head_futex, FUTEX_WAIT, seen, &ts);
+    }
+    __atomic_fetch_sub(&h->consumers_waiting, 1, __ATOMIC_SEQ_CST);
+    return 0;
+}

@@ -1,0 +1,466 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * session.c — libsluice's public API (sluice/consumer.h): wiring of the
+ * control socket, one reader thread per ring, the worker pool and the
+ * ordering stage.
+ *
+ * Threads: sluice_session__run() runs on the caller's thread and reads the
+ * control socket; each ring gets a reader thread (ring_thread) that copies
+ * chunks out and releases the ring at once; workers decode (decode.c); one
+ * ordering thread calls `thread` and `trace` (order.c). The reader threads
+ * must never wait on analysis except through the bounded chunk pool, and no
+ * user callback is ever called with a session lock held.
+ */
+#include "sluice/consumer.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "chunk.h"
+#include "ctl_io.h"
+#include "decode.h"
+#include "order.h"
+#include "ring_reader.h"
+#include "workq.h"
+
+#define container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
+
+/* How long a reader sleeps on the futex before re-checking end of stream. */
+#define WAIT_MS 50
+/* Chunks in flight per worker: enough to keep workers busy while the
+ * ordering thread catches up, small enough to bound memory. */
+#define CHUNKS_PER_WORKER 4
+
+struct ring_state {
+    struct order_ring ord;  /* ordering state; order_ring pointers map back here */
+    struct order_entry end; /* the end-of-ring marker, pushed once by the reader */
+    struct sluice_session *s;
+    struct ring_reader rd;
+    pthread_t thread;
+    int thread_started;
+    struct sluice_thread_info info;
+    char arch[16];
+    char comm[16];
+    uint64_t seq;                /* reader thread: next chunk number */
+    uint64_t last_pc;            /* reader thread: last EXEC PC, carried across chunks */
+    struct sluice_counts counts; /* ordering thread adds; read after it stopped */
+    uint64_t hdr_lost;           /* hdr->lost once the ring is drained */
+    struct ring_state *next;
+};
+
+struct sluice_session {
+    int fd;
+    struct sluice_callbacks cb;
+    unsigned workers;
+    int lossless;
+    int ran;
+    int eof;         /* atomic: control socket at EOF, every head is final */
+    uint64_t events; /* atomic: records decoded */
+    struct ring_state *rings, **rings_tail;
+    size_t n_rings;
+    struct chunk_pool pool;
+    struct workq wq;
+    struct order ord;
+    pthread_mutex_t err_lock;
+    int err_code; /* first error, negative errno */
+    char err[256];
+};
+
+/* Record the first error (later ones are usually consequences). Any thread. */
+static int set_error(struct sluice_session *s, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int set_error(struct sluice_session *s, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    pthread_mutex_lock(&s->err_lock);
+    if (s->err_code == 0) {
+        s->err_code = code;
+        va_start(ap, fmt);
+        vsnprintf(s->err, sizeof(s->err), fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&s->err_lock);
+    return code;
+}
+
+struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callbacks *cb,
+                                           const struct sluice_consumer_opts *opts)
+{
+    struct sluice_session *s;
+    int err;
+
+    if (ctl_fd < 0 || !cb || cb->sz == 0 || (opts && opts->sz == 0)) {
+        if (ctl_fd >= 0) {
+            close(ctl_fd);
+        }
+        errno = EINVAL;
+        return NULL;
+    }
+    s = calloc(1, sizeof(*s));
+    if (!s) {
+        close(ctl_fd);
+        errno = ENOMEM;
+        return NULL;
+    }
+    /* Copy only what the caller's struct version has; the rest stays zero. */
+    memcpy(&s->cb, cb, cb->sz < sizeof(s->cb) ? cb->sz : sizeof(s->cb));
+    s->fd = ctl_fd;
+    s->lossless = !(opts && opts->lossy);
+    s->workers = opts ? opts->workers : 0;
+    if (s->workers == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        s->workers = n > 0 ? (unsigned)n : 1;
+    }
+    s->rings_tail = &s->rings;
+    pthread_mutex_init(&s->err_lock, NULL);
+    err = ctl_send_hello(ctl_fd, s->lossless);
+    if (err) {
+        sluice_session__free(s);
+        errno = -err;
+        return NULL;
+    }
+    return s;
+}
+
+/* --- ordering thread ---------------------------------------------------- */
+
+static void on_start(void *ctx, struct order_ring *o)
+{
+    struct sluice_session *s = ctx;
+    struct ring_state *r = container_of(o, struct ring_state, ord);
+
+    if (s->cb.thread) {
+        s->cb.thread(s->cb.user, &r->info, 1);
+    }
+}
+
+static void on_deliver(void *ctx, struct order_entry *e)
+{
+    struct sluice_session *s = ctx;
+    struct ring_state *r = container_of(e->ring, struct ring_state, ord);
+    struct chunk *c;
+    size_t i;
+
+    if (e == &r->end) {
+        return; /* on_end follows */
+    }
+    c = container_of(e, struct chunk, ord);
+    r->counts.insns += c->counts.insns;
+    r->counts.loads += c->counts.loads;
+    r->counts.stores += c->counts.stores;
+    r->counts.lost += c->counts.lost;
+    if (s->cb.trace) {
+        for (i = 0; i < c->n_items; i++) {
+            s->cb.trace(s->cb.user, &r->info, c->items + i * s->cb.item_size);
+        }
+    }
+    chunk_pool__put(&s->pool, c);
+}
+
+static void on_end(void *ctx, struct order_ring *o)
+{
+    struct sluice_session *s = ctx;
+    struct ring_state *r = container_of(o, struct ring_state, ord);
+
+    if (s->cb.thread) {
+        s->cb.thread(s->cb.user, &r->info, 0);
+    }
+}
+
+/* --- workers ------------------------------------------------------------- */
+
+static void work(void *ctx, struct chunk *c)
+{
+    struct sluice_session *s = ctx;
+    struct ring_state *r = c->ring;
+    uint64_t n = decode_chunk(c, &s->cb, &r->info);
+
+    __atomic_fetch_add(&s->events, n, __ATOMIC_RELAXED);
+    order__push(&s->ord, &c->ord);
+}
+
+/* --- reader threads ------------------------------------------------------ */
+
+/* Whether the ring has ended: closed by its thread, or the whole trace
+ * ended. Both are checked before head so the head we then see is final. */
+static int ring_ended(struct ring_state *r)
+{
+    return ring_reader__closed(&r->rd) || __atomic_load_n(&r->s->eof, __ATOMIC_ACQUIRE);
+}
+
+/* After an error: keep releasing the ring until it ends, so a lossless
+ * producer is never blocked by a reader that gave up on it. */
+static void discard_until_end(struct ring_state *r)
+{
+    while (!ring_ended(r)) {
+        ring_reader__discard(&r->rd);
+        ring_reader__wait(&r->rd, WAIT_MS);
+    }
+    ring_reader__discard(&r->rd);
+}
+
+/* Copy one chunk out and queue it. Returns 0 or a negative errno. */
+static int read_chunk(struct ring_state *r)
+{
+    struct sluice_session *s = r->s;
+    struct chunk *c = chunk_pool__get(&s->pool); /* backpressure: may block */
+    ssize_t n;
+
+    if (!c) {
+        return set_error(s, -ENOMEM, "out of memory for chunks");
+    }
+    c->start_pc = r->last_pc;
+    n = ring_reader__read(&r->rd, c->words, CHUNK_BYTES, &r->last_pc);
+    if (n <= 0) {
+        chunk_pool__put(&s->pool, c);
+        return n < 0 ? set_error(s, (int)n, "%s", r->rd.err) : 0;
+    }
+    c->len = (size_t)n;
+    c->ring = r;
+    c->ord.ring = &r->ord;
+    c->ord.seq = r->seq++;
+    workq__push(&s->wq, c);
+    return 0;
+}
+
+static void *ring_thread(void *arg)
+{
+    struct ring_state *r = arg;
+
+    for (;;) {
+        int64_t avail = ring_reader__avail(&r->rd);
+
+        if (avail < 0 || (avail > 0 && read_chunk(r) < 0)) {
+            if (avail < 0) {
+                set_error(r->s, -EPROTO, "%s", r->rd.err);
+            }
+            discard_until_end(r);
+            break;
+        }
+        if (avail == 0) {
+            if (ring_ended(r) && ring_reader__avail(&r->rd) == 0) {
+                break;
+            }
+            ring_reader__wait(&r->rd, WAIT_MS);
+        }
+    }
+    r->hdr_lost = __atomic_load_n(&r->rd.hdr->lost, __ATOMIC_ACQUIRE);
+    r->end.ring = &r->ord;
+    r->end.seq = r->seq;
+    r->end.last = 1;
+    order__push(&r->s->ord, &r->end);
+    return NULL;
+}
+
+/* --- control socket ------------------------------------------------------ */
+
+/* Copy at most n - 1 bytes of a fixed-size, maybe unterminated, field. */
+static void copy_name(char *dst, const char *src, size_t n)
+{
+    memcpy(dst, src, n - 1);
+    dst[n - 1] = '\0';
+}
+
+static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, int fd)
+{
+    struct ring_state *r = calloc(1, sizeof(*r));
+    int err;
+
+    if (!r) {
+        set_error(s, -ENOMEM, "out of memory for ring of tid %u", m->tid);
+        close(fd);
+        return;
+    }
+    err = ring_reader__open(&r->rd, fd, m->slot);
+    close(fd); /* the mapping keeps the memfd alive */
+    if (err) {
+        set_error(s, err == -EINVAL ? -EPROTO : err, "tid %u: %s", m->tid, r->rd.err);
+        free(r);
+        return;
+    }
+    r->s = s;
+    copy_name(r->arch, r->rd.hdr->arch, sizeof(r->arch));
+    copy_name(r->comm, r->rd.hdr->comm, sizeof(r->comm));
+    r->info = (struct sluice_thread_info){r->rd.hdr->pid, r->rd.hdr->tid,
+                                          r->rd.hdr->seq, r->rd.hdr->big_endian != 0,
+                                          r->arch,        r->comm};
+    err = pthread_create(&r->thread, NULL, ring_thread, r);
+    if (err) {
+        set_error(s, -err, "tid %u: starting reader thread: %s", m->tid, strerror(err));
+        ring_reader__close(&r->rd);
+        free(r);
+        return;
+    }
+    r->thread_started = 1;
+    *s->rings_tail = r;
+    s->rings_tail = &r->next;
+    s->n_rings++;
+}
+
+/* Read the WELCOME (or REFUSED). Returns 0 or a negative errno. */
+static int read_welcome(struct sluice_session *s)
+{
+    struct sluice_ctl_msg m;
+    int fd, n = ctl_recv(s->fd, &m, &fd);
+
+    if (fd >= 0) {
+        close(fd);
+    }
+    if (n <= 0) {
+        return set_error(s, n == 0 ? -EPROTO : n, "control socket: %s before WELCOME",
+                         n == 0 ? "end of stream" : strerror(-n));
+    }
+    if (m.type == SLUICE_CTL_REFUSED) {
+        copy_name(m.error, m.error, sizeof(m.error));
+        return set_error(s, -EPROTO, "jitter refused the consumer: %s", m.error);
+    }
+    if (m.type != SLUICE_CTL_WELCOME || m.version != SLUICE_CTL_VERSION) {
+        return set_error(s, -EPROTO,
+                         "control socket: expected WELCOME version %u, got type %u version %u",
+                         SLUICE_CTL_VERSION, m.type, m.version);
+    }
+    return 0;
+}
+
+/* Receive RING messages until end of stream (or a socket error). */
+static void receive_rings(struct sluice_session *s)
+{
+    for (;;) {
+        struct sluice_ctl_msg m;
+        int fd, n = ctl_recv(s->fd, &m, &fd);
+
+        if (n == 0) {
+            break;
+        }
+        if (n < 0) {
+            set_error(s, n, "control socket: %s", strerror(-n));
+            if (n != -EPROTO) {
+                break; /* a malformed datagram is skipped; a dead socket ends */
+            }
+            continue;
+        }
+        if (m.type == SLUICE_CTL_RING && fd >= 0) {
+            add_ring(s, &m, fd);
+        } else if (fd >= 0) {
+            close(fd);
+        }
+        if (m.type == SLUICE_CTL_RING && fd < 0) {
+            set_error(s, -EPROTO, "control socket: RING for tid %u without a descriptor", m.tid);
+        }
+    }
+    /* Release pairs with ring_ended(): readers that see eof see final heads. */
+    __atomic_store_n(&s->eof, 1, __ATOMIC_RELEASE);
+}
+
+static int start_stages(struct sluice_session *s)
+{
+    static const struct order_ops ops = {on_start, on_deliver, on_end};
+    int err;
+
+    chunk_pool__init(&s->pool, s->workers * CHUNKS_PER_WORKER, s->cb.item_size);
+    err = order__start(&s->ord, &ops, s);
+    if (err) {
+        return set_error(s, err, "starting ordering thread: %s", strerror(-err));
+    }
+    err = workq__start(&s->wq, s->workers, work, s);
+    if (err) {
+        order__finish(&s->ord);
+        return set_error(s, err, "starting %u workers: %s", s->workers, strerror(-err));
+    }
+    return 0;
+}
+
+int sluice_session__run(struct sluice_session *s)
+{
+    struct ring_state *r;
+    int err;
+
+    if (s->ran) {
+        return set_error(s, -EINVAL, "sluice_session__run called twice");
+    }
+    s->ran = 1;
+    err = read_welcome(s);
+    if (err) {
+        return err;
+    }
+    err = start_stages(s);
+    if (err) {
+        chunk_pool__destroy(&s->pool);
+        return err;
+    }
+    receive_rings(s);
+    for (r = s->rings; r; r = r->next) {
+        pthread_join(r->thread, NULL);
+        r->thread_started = 0;
+    }
+    workq__finish(&s->wq);  /* every chunk decoded and pushed */
+    order__finish(&s->ord); /* every chunk delivered and back in the pool */
+    chunk_pool__destroy(&s->pool);
+    /* Only now: the ordering thread wrote r->counts until it stopped. */
+    for (r = s->rings; r; r = r->next) {
+        r->counts.lost += r->hdr_lost;
+    }
+    return s->err_code;
+}
+
+uint64_t sluice_session__events(const struct sluice_session *s)
+{
+    return __atomic_load_n(&s->events, __ATOMIC_RELAXED);
+}
+
+size_t sluice_session__counts(const struct sluice_session *s, struct sluice_counts *total,
+                              struct sluice_counts *threads, struct sluice_thread_info *infos,
+                              size_t max)
+{
+    struct sluice_counts sum = {0, 0, 0, 0};
+    const struct ring_state *r;
+    size_t i = 0;
+
+    for (r = s->rings; r; r = r->next, i++) {
+        sum.insns += r->counts.insns;
+        sum.loads += r->counts.loads;
+        sum.stores += r->counts.stores;
+        sum.lost += r->counts.lost;
+        if (i < max && threads) {
+            threads[i] = r->counts;
+        }
+        if (i < max && infos) {
+            infos[i] = r->info;
+        }
+    }
+    if (total) {
+        *total = sum;
+    }
+    return i;
+}
+
+const char *sluice_session__error(const struct sluice_session *s)
+{
+    return s->err;
+}
+
+void sluice_session__free(struct sluice_session *s)
+{
+    struct ring_state *r, *next;
+
+    if (!s) {
+        return;
+    }
+    for (r = s->rings; r; r = next) {
+        next = r->next;
+        ring_reader__close(&r->rd);
+        free(r);
+    }
+    if (s->fd >= 0) {
+        close(s->fd);
+    }
+    pthread_mutex_destroy(&s->err_lock);
+    free(s);
+}
