@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * launch.c — starting QEMU for `sluice run` (see launch.h).
+ *
+ * Main thread of the `sluice` command only; launch_spawn() must be called
+ * while the process is still single-threaded (the child calls setenv()
+ * between fork and exec). Reads only the program's ELF header, never more:
+ * the program may be any file.
+ */
+#include "launch.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sluice/ctl.h"
+
+static int is_exec_file(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+int launch_find_program(const char *prog, char *path, size_t n, char *err, size_t errn)
+{
+    const char *dirs = getenv("PATH");
+
+    if (strchr(prog, '/')) {
+        snprintf(path, n, "%s", prog);
+        return 0;
+    }
+    for (dirs = dirs ? dirs : "/usr/local/bin:/usr/bin:/bin"; *dirs;) {
+        size_t len = strcspn(dirs, ":");
+
+        snprintf(path, n, "%.*s/%s", (int)len, len ? dirs : ".", prog);
+        if (is_exec_file(path)) {
+            return 0;
+        }
+        dirs += len + (dirs[len] == ':');
+    }
+    snprintf(err, errn, "%s: not found in PATH", prog);
+    return -1;
+}
+
+/* Names of common machines we do not run, for the error message. */
+static const char *machine_name(unsigned m)
+{
+    switch (m) {
+    case EM_386:
+        return "EM_386";
+    case EM_ARM:
+        return "EM_ARM";
+    case EM_PPC:
+        return "EM_PPC";
+    case EM_PPC64:
+        return "EM_PPC64";
+    case EM_S390:
+        return "EM_S390";
+    case EM_SPARC:
+        return "EM_SPARC";
+    case EM_SPARCV9:
+        return "EM_SPARCV9";
+    case EM_MIPS:
+        return "EM_MIPS";
+    case EM_X86_64:
+        return "EM_X86_64";
+    case EM_AARCH64:
+        return "EM_AARCH64";
+    case EM_RISCV:
+        return "EM_RISCV";
+    case EM_LOONGARCH:
+        return "EM_LOONGARCH";
+    default:
+        return "unknown";
+    }
+}
+
+/* Our QEMU target for (machine, class, data), or NULL. */
+static const char *target_of(unsigned machine, int cls, int data)
+{
+    if (data != ELFDATA2LSB) {
+        return NULL; /* every supported target is little-endian */
+    }
+    if (machine == EM_X86_64 && cls == ELFCLASS64) {
+        return "x86_64";
+    }
+    if (machine == EM_AARCH64 && cls == ELFCLASS64) {
+        return "aarch64";
+    }
+    if (machine == EM_RISCV && cls == ELFCLASS64) {
+        return "riscv64";
+    }
+    if (machine == EM_MIPS && cls == ELFCLASS32) {
+        return "mipsel";
+    }
+    return NULL;
+}
+
+const char *launch_elf_arch(const char *path, char *err, size_t errn)
+{
+    unsigned char e[EI_NIDENT + 4]; /* e_ident, e_type, e_machine: same in both classes */
+    unsigned machine;
+    const char *arch;
+    ssize_t n;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0) {
+        snprintf(err, errn, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    n = read(fd, e, sizeof(e));
+    close(fd);
+    if (n < 0) {
+        snprintf(err, errn, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (n < (ssize_t)sizeof(e) || memcmp(e, ELFMAG, SELFMAG) != 0) {
+        snprintf(err, errn, "%s: not an ELF file", path);
+        return NULL;
+    }
+    machine =
+        e[EI_DATA] == ELFDATA2MSB ? (unsigned)e[18] << 8 | e[19] : (unsigned)e[19] << 8 | e[18];
+    arch = target_of(machine, e[EI_CLASS], e[EI_DATA]);
+    if (!arch) {
+        snprintf(err, errn, "%s: unsupported ELF machine %u (%s, %d-bit, %s-endian)", path, machine,
+                 machine_name(machine), e[EI_CLASS] == ELFCLASS64 ? 64 : 32,
+                 e[EI_DATA] == ELFDATA2MSB ? "big" : "little");
+    }
+    return arch;
+}
+
+int launch_qemu_path(const char *arch, const char *default_dir, char *path, size_t n, char *err,
+                     size_t errn)
+{
+    const char *dir = getenv("SLUICE_QEMU_DIR");
+
+    if (!dir || !*dir) {
+        dir = default_dir;
+    }
+    if (!dir || !*dir) {
+        snprintf(err, errn,
+                 "no patched QEMU: set SLUICE_QEMU_DIR or configure with -Dqemu_dir=DIR");
+        return -1;
+    }
+    snprintf(path, n, "%s/bin/qemu-%s", dir, arch);
+    if (!is_exec_file(path)) {
+        snprintf(err, errn, "%s: %s", path,
+                 access(path, F_OK) ? strerror(errno) : "not executable");
+        return -1;
+    }
+    return 0;
+}
+
+int launch_jitter_path(const char *default_path, char *path, size_t n, char *err, size_t errn)
+{
+    const char *p = getenv("SLUICE_JITTER");
+
+    if (!p || !*p) {
+        p = default_path;
+    }
+    if (!p || !*p) {
+        snprintf(err, errn, "no jitter library: set SLUICE_JITTER to libsluice-jitter.so");
+        return -1;
+    }
+    snprintf(path, n, "%s", p);
+    if (access(path, R_OK) != 0) {
+        snprintf(err, errn, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static void child(const char *qemu, const char *jitter, const char *prog, char *const args[],
+                  int consumer_fd, const struct sigaction *old_int,
+                  const struct sigaction *old_quit)
+{
+    char num[16];
+    size_t n = 0, i;
+    char **argv;
+    int flags = fcntl(consumer_fd, F_GETFD);
+
+    sigaction(SIGINT, old_int, NULL);
+    sigaction(SIGQUIT, old_quit, NULL);
+    /* The one descriptor QEMU must inherit; all of ours are close-on-exec. */
+    fcntl(consumer_fd, F_SETFD, flags & ~FD_CLOEXEC);
+    snprintf(num, sizeof(num), "%d", consumer_fd);
+    setenv(SLUICE_CONSUMER_FD_ENV, num, 1);
+    while (args[n]) {
+        n++;
+    }
+    argv = calloc(n + 5, sizeof(*argv));
+    if (argv) {
+        argv[0] = (char *)qemu;
+        argv[1] = "-jitter";
+        argv[2] = (char *)jitter;
+        argv[3] = (char *)prog;
+        for (i = 0; i < n; i++) {
+            argv[4 + i] = args[i];
+        }
+        execv(qemu, argv);
+    }
+    dprintf(2, "sluice: %s: %s\n", qemu, strerror(errno));
+    _exit(127);
+}
+
+pid_t launch_spawn(const char *qemu, const char *jitter, const char *prog, char *const args[],
+                   int consumer_fd, char *err, size_t errn)
+{
+    struct sigaction ign, old_int, old_quit;
+    pid_t pid;
+
+    /* Ignore before fork so no ^C can kill sluice between fork and here;
+     * the child restores what we started with. */
+    memset(&ign, 0, sizeof(ign));
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGINT, &ign, &old_int);
+    sigaction(SIGQUIT, &ign, &old_quit);
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        child(qemu, jitter, prog, args, consumer_fd, &old_int, &old_quit);
+    }
+    if (pid < 0) {
+        snprintf(err, errn, "fork: %s", strerror(errno));
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGQUIT, &old_quit, NULL);
+    }
+    return pid;
+}
+
+int launch_wait(pid_t pid)
+{
+    int status;
+
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            return -1;
+        }
+    }
+    return status;
+}
+
+void launch_exit_like(int status, int trace_failed)
+{
+    fflush(NULL);
+    if (status != -1 && WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        struct rlimit no_core = {0, 0};
+        sigset_t set;
+
+        setrlimit(RLIMIT_CORE, &no_core); /* QEMU already dumped (or not) */
+        signal(sig, SIG_DFL);
+        sigemptyset(&set);
+        sigaddset(&set, sig);
+        sigprocmask(SIG_UNBLOCK, &set, NULL);
+        kill(getpid(), sig);
+        exit(128 + sig); /* a signal that does not kill by default */
+    }
+    if (status == -1) {
+        exit(1);
+    }
+    if (WEXITSTATUS(status) == 0 && trace_failed) {
+        exit(1);
+    }
+    exit(WEXITSTATUS(status));
+}

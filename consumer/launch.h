@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/**
+ * @file launch.h
+ * @brief `sluice run`'s process side: pick qemu-<arch> from the program's
+ *        ELF header, start QEMU with the jitter, and pass its exit status on.
+ *
+ * Runs on the main thread of the `sluice` command. Errors are returned as a
+ * one-line message in a caller buffer (the caller prints it and exits 2).
+ */
+#ifndef SLUICE_LAUNCH_H
+#define SLUICE_LAUNCH_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/**
+ * Find @p prog like execvp() would (in $PATH when it has no '/').
+ * @param[out] path the program's path, @p n bytes
+ * @return 0, or -1 with a message in @p err (@p errn bytes).
+ */
+int launch_find_program(const char *prog, char *path, size_t n, char *err, size_t errn);
+
+/**
+ * The QEMU target of the ELF program at @p path (its ELF header only):
+ * "x86_64", "aarch64", "riscv64" or "mipsel".
+ * @return the name (static), or NULL with a message in @p err naming the
+ *         file and the reason (unreadable, not ELF, unsupported machine).
+ */
+const char *launch_elf_arch(const char *path, char *err, size_t errn);
+
+/**
+ * Path of qemu-@p arch: $SLUICE_QEMU_DIR/bin/qemu-<arch>, else
+ * @p default_dir/bin/qemu-<arch>; it must be executable.
+ * @return 0, or -1 with a message in @p err.
+ */
+int launch_qemu_path(const char *arch, const char *default_dir, char *path, size_t n, char *err,
+                     size_t errn);
+
+/**
+ * Path of the jitter: $SLUICE_JITTER, else @p default_path; it must be readable.
+ * @return 0, or -1 with a message in @p err.
+ */
+int launch_jitter_path(const char *default_path, char *path, size_t n, char *err, size_t errn);
+
+/**
+ * fork+exec `qemu -jitter jitter prog args...` with @p consumer_fd
+ * inherited and named in $SLUICE_CONSUMER_FD. Ignores SIGINT and SIGQUIT
+ * in the calling process from here on (the guest gets them from the tty);
+ * the child keeps the dispositions sluice started with.
+ * @param args NULL-terminated guest arguments after the program (argv[1..])
+ * @return the child's pid, or -1 with a message in @p err.
+ */
+pid_t launch_spawn(const char *qemu, const char *jitter, const char *prog, char *const args[],
+                   int consumer_fd, char *err, size_t errn);
+
+/** Wait for @p pid (retrying on EINTR). @return its wait status, or -1. */
+int launch_wait(pid_t pid);
+
+/**
+ * End sluice the way the guest ended (wait status @p status): exit with its
+ * exit code, or die of the same signal (without a core dump of our own).
+ * When @p trace_failed and the guest exited 0, exit 1 instead. Flushes
+ * stdio first. Never returns.
+ */
+void launch_exit_like(int status, int trace_failed) __attribute__((noreturn));
+
+#endif /* SLUICE_LAUNCH_H */

@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * sluice.c — the `sluice` command.
+ *
+ *   sluice run [--tool dump|stats] [--json] [-o FILE] [--workers N] [--lossy] -- PROGRAM [ARGS]
+ *
+ * Main thread: parses arguments, finds qemu-<arch> and the jitter, attaches
+ * a libsluice session to one end of a socketpair, starts QEMU with the other
+ * end, runs the session, then ends the way the guest ended. Setup errors are
+ * one line on stderr and exit status 2; the guest's stdin/stdout/stderr are
+ * never touched (tool output goes to -o FILE, else stderr).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "launch.h"
+#include "progress.h"
+#include "sluice/consumer.h"
+#include "tools.h"
+
+#ifndef SLUICE_QEMU_DIR_DEFAULT
+#define SLUICE_QEMU_DIR_DEFAULT ""
+#endif
+#ifndef SLUICE_JITTER_DEFAULT
+#define SLUICE_JITTER_DEFAULT ""
+#endif
+
+struct run_args {
+    const struct tool *tool;
+    int json;
+    const char *out;
+    unsigned workers;
+    int lossy;
+    char **prog; /* PROGRAM ARGS..., NULL-terminated (argv's tail) */
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: sluice run [--tool dump|stats] [--json] [-o FILE] [--workers N] [--lossy]\n"
+               "                  -- PROGRAM [ARGS...]\n"
+               "  --tool T     analysis: stats (default; counts per thread) or dump (one line\n"
+               "               per executed instruction and memory access)\n"
+               "  --json       stats as one JSON object on one line\n"
+               "  -o FILE      write the tool's output to FILE (default: stderr)\n"
+               "  --workers N  decoding threads (default: online CPUs)\n"
+               "  --lossy      never slow the guest down; count dropped records instead\n"
+               "environment: SLUICE_QEMU_DIR (holds bin/qemu-<arch>), SLUICE_JITTER\n");
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "sluice: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n");
+    usage(stderr);
+    return 2;
+}
+
+/* The value of option argv[*i] ("--opt V" or "--opt=V"), or NULL. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name)
+{
+    size_t n = strlen(name);
+
+    if (strncmp(argv[*i], name, n) != 0) {
+        return NULL;
+    }
+    if (argv[*i][n] == '=') {
+        return argv[*i] + n + 1;
+    }
+    if (argv[*i][n] == '\0' && *i + 1 < argc) {
+        return argv[++*i];
+    }
+    return NULL;
+}
+
+static const struct tool *find_tool(const char *name)
+{
+    if (strcmp(name, "dump") == 0) {
+        return &tool_dump;
+    }
+    if (strcmp(name, "stats") == 0) {
+        return &tool_stats;
+    }
+    return NULL;
+}
+
+/* Parse `run`'s arguments. Returns -1 to go on, else an exit status. */
+static int parse_run(int argc, char **argv, struct run_args *a)
+{
+    int i;
+
+    memset(a, 0, sizeof(*a));
+    a->tool = &tool_stats;
+    for (i = 2; i < argc; i++) {
+        const char *v;
+        char *end;
+
+        if (strcmp(argv[i], "--") == 0 || argv[i][0] != '-') {
+            i += strcmp(argv[i], "--") == 0;
+            break;
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            a->json = 1;
+        } else if (strcmp(argv[i], "--lossy") == 0) {
+            a->lossy = 1;
+        } else if ((v = opt_value(argc, argv, &i, "--tool"))) {
+            if (!(a->tool = find_tool(v))) {
+                return usage_error("unknown tool '%s'", v);
+            }
+        } else if ((v = opt_value(argc, argv, &i, "-o"))) {
+            a->out = v;
+        } else if ((v = opt_value(argc, argv, &i, "--workers"))) {
+            unsigned long n;
+
+            errno = 0;
+            n = strtoul(v, &end, 10);
+            if (errno || *end || !*v || n == 0 || n > 1024) {
+                return usage_error("--workers wants a number from 1 to 1024, not '%s'", v);
+            }
+            a->workers = (unsigned)n;
+        } else {
+            return usage_error("unknown or incomplete option '%s'", argv[i]);
+        }
+    }
+    if (i >= argc) {
+        return usage_error("%s", "run: no PROGRAM given");
+    }
+    a->prog = argv + i;
+    return -1;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Everything `sluice run` needs to know before it starts anything. */
+struct run_paths {
+    char prog[PATH_MAX];
+    char qemu[PATH_MAX];
+    char jitter[PATH_MAX];
+};
+
+static int resolve(const struct run_args *a, struct run_paths *p)
+{
+    char err[PATH_MAX + 128];
+    const char *arch;
+
+    if (launch_find_program(a->prog[0], p->prog, sizeof(p->prog), err, sizeof(err)) ||
+        !(arch = launch_elf_arch(p->prog, err, sizeof(err))) ||
+        launch_qemu_path(arch, SLUICE_QEMU_DIR_DEFAULT, p->qemu, sizeof(p->qemu), err,
+                         sizeof(err)) ||
+        launch_jitter_path(SLUICE_JITTER_DEFAULT, p->jitter, sizeof(p->jitter), err, sizeof(err))) {
+        fprintf(stderr, "sluice: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Create the session on sv[0] and start QEMU on sv[1]. Returns the pid or -1. */
+static pid_t start(const struct run_args *a, const struct run_paths *p, struct tool_env *env,
+                   struct sluice_session **sp)
+{
+    struct sluice_callbacks cb = {.sz = sizeof(cb)};
+    struct sluice_consumer_opts opts = {
+        .sz = sizeof(opts), .workers = a->workers, .lossy = a->lossy};
+    char err[256];
+    int sv[2];
+    pid_t pid;
+
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        fprintf(stderr, "sluice: socketpair: %s\n", strerror(errno));
+        return -1;
+    }
+    a->tool->setup(env, &cb);
+    *sp = sluice_session__new(sv[0], &cb, &opts); /* sends HELLO now */
+    if (!*sp) {
+        fprintf(stderr, "sluice: starting the consumer: %s\n", strerror(errno));
+        close(sv[1]);
+        return -1;
+    }
+    pid = launch_spawn(p->qemu, p->jitter, p->prog, a->prog + 1, sv[1], err, sizeof(err));
+    close(sv[1]); /* QEMU's end: its EOF must come from QEMU alone */
+    if (pid < 0) {
+        fprintf(stderr, "sluice: %s\n", err);
+    }
+    return pid;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    struct tool_env env = {stderr, 0};
+    struct progress prog = {0};
+    struct sluice_session *s = NULL;
+    struct run_paths paths;
+    struct run_args a;
+    int rc = parse_run(argc, argv, &a), failed, status;
+    double t0;
+    pid_t pid;
+
+    if (rc >= 0) {
+        return rc;
+    }
+    if (resolve(&a, &paths)) {
+        return 2;
+    }
+    env.json = a.json;
+    if (a.out && !(env.out = fopen(a.out, "we"))) {
+        fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
+        return 2;
+    }
+    pid = start(&a, &paths, &env, &s);
+    if (pid < 0) {
+        sluice_session__free(s);
+        return 2;
+    }
+    if (isatty(STDERR_FILENO) && env.out != stderr) {
+        progress_start(&prog, s, 2);
+    }
+    t0 = now();
+    failed = sluice_session__run(s) != 0;
+    progress_stop(&prog);
+    if (failed) {
+        fprintf(stderr, "sluice: trace: %s\n", sluice_session__error(s));
+    }
+    status = launch_wait(pid);
+    failed |= a.tool->report(&env, s, now() - t0) != 0;
+    if (env.out != stderr && fclose(env.out) != 0) {
+        fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
+        failed = 1;
+    }
+    sluice_session__free(s);
+    launch_exit_like(status, failed);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "run") == 0) {
+        return cmd_run(argc, argv);
+    }
+    if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc < 2) {
+        return usage_error("%s", "no command given");
+    }
+    return usage_error("unknown command '%s'", argv[1]);
+}

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * tool_dump.c — `sluice run --tool dump`: one line per event.
+ *
+ *   <tid> EXEC 0x<pc>
+ *   <tid> READ<size> 0x<pc> addr=0x<addr> val=0x<val>
+ *   <tid> WRITE<size> 0x<pc> addr=0x<addr> val=0x<val>     (size 16: val=0x<hi>:<lo>)
+ *   <tid> LOST <count>
+ *
+ * Hex is lowercase and unpadded, sizes are in bytes, values are masked to
+ * the access size. Other tests parse this format: change it only with them.
+ *
+ * The formatting is the expensive part, so it runs in the worker callbacks
+ * (in parallel, into fixed-size items); `trace` on the ordering thread only
+ * appends the ready line to a large stdio buffer.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools.h"
+
+/* The longest line is about 100 bytes ("4294967295 WRITE16 0x<14> addr=0x<16> val=0x<16>:<16>\n").
+ */
+struct line {
+    uint32_t len;
+    char text[124];
+};
+
+static char *put_str(char *p, const char *s)
+{
+    size_t n = strlen(s);
+
+    memcpy(p, s, n);
+    return p + n;
+}
+
+/* Lowercase hex digits of @p v, no padding, no prefix. */
+static char *put_xdigits(char *p, uint64_t v)
+{
+    char tmp[16];
+    int n = 0;
+
+    do {
+        tmp[n++] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v);
+    while (n) {
+        *p++ = tmp[--n];
+    }
+    return p;
+}
+
+static char *put_hex(char *p, uint64_t v)
+{
+    *p++ = '0';
+    *p++ = 'x';
+    return put_xdigits(p, v);
+}
+
+static char *put_dec(char *p, uint64_t v)
+{
+    char tmp[20];
+    int n = 0;
+
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n) {
+        *p++ = tmp[--n];
+    }
+    return p;
+}
+
+static int finish(struct line *l, char *p)
+{
+    *p++ = '\n';
+    l->len = (uint32_t)(p - l->text);
+    return 1;
+}
+
+static int on_exec(void *user, const struct sluice_thread_info *t, uint64_t pc, void *item)
+{
+    struct line *l = item;
+    char *p = put_dec(l->text, t->tid);
+
+    (void)user;
+    p = put_str(p, " EXEC ");
+    return finish(l, put_hex(p, pc));
+}
+
+static int on_mem(const struct sluice_thread_info *t, const struct sluice_mem *m, void *item)
+{
+    struct line *l = item;
+    char *p = put_dec(l->text, t->tid);
+
+    p = put_str(p, m->is_write ? " WRITE" : " READ");
+    p = put_dec(p, m->size);
+    *p++ = ' ';
+    p = put_hex(p, m->pc);
+    p = put_str(p, " addr=");
+    p = put_hex(p, m->addr);
+    p = put_str(p, " val=");
+    if (m->size == 16) {
+        p = put_hex(p, m->value_hi);
+        *p++ = ':';
+        return finish(l, put_xdigits(p, m->value));
+    }
+    return finish(l, put_hex(p, m->value));
+}
+
+static int on_read(void *user, const struct sluice_thread_info *t, const struct sluice_mem *m,
+                   void *item)
+{
+    (void)user;
+    return on_mem(t, m, item);
+}
+
+static int on_lost(void *user, const struct sluice_thread_info *t, uint64_t count, void *item)
+{
+    struct line *l = item;
+    char *p = put_dec(l->text, t->tid);
+
+    (void)user;
+    p = put_str(p, " LOST ");
+    return finish(l, put_dec(p, count));
+}
+
+static void on_trace(void *user, const struct sluice_thread_info *t, void *item)
+{
+    struct tool_env *env = user;
+    struct line *l = item;
+
+    (void)t;
+    fwrite(l->text, 1, l->len, env->out);
+}
+
+static void setup(struct tool_env *env, struct sluice_callbacks *cb)
+{
+    /* A big buffer: the ordering thread should cost one memcpy per line. */
+    setvbuf(env->out, NULL, _IOFBF, 4 << 20);
+    cb->user = env;
+    cb->item_size = sizeof(struct line);
+    cb->exec = on_exec;
+    cb->read = on_read;
+    cb->write = on_read; /* on_mem tells loads from stores */
+    cb->lost = on_lost;
+    cb->trace = on_trace;
+}
+
+static int report(struct tool_env *env, struct sluice_session *s, double seconds)
+{
+    struct sluice_counts total;
+
+    (void)seconds;
+    sluice_session__counts(s, &total, NULL, NULL, 0);
+    if (fflush(env->out) != 0) {
+        perror("sluice: dump: writing output");
+        return -1;
+    }
+    if (total.lost) {
+        fprintf(stderr, "sluice: warning: %llu records lost\n", (unsigned long long)total.lost);
+    }
+    return 0;
+}
+
+const struct tool tool_dump = {"dump", setup, report};

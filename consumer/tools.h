@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/**
+ * @file tools.h
+ * @brief The analyses `sluice run --tool T` can run; each is also a small
+ *        example of the libsluice API.
+ */
+#ifndef SLUICE_TOOLS_H
+#define SLUICE_TOOLS_H
+
+#include <stdio.h>
+
+#include "sluice/consumer.h"
+
+/** What the command gives a tool. */
+struct tool_env {
+    FILE *out; /**< where the tool writes (-o FILE, else stderr) */
+    int json;  /**< --json */
+};
+
+/** One tool. Both functions run on the command's main thread. */
+struct tool {
+    const char *name;
+    /** Fill @p cb (zeroed, sz set) before the session starts; @p env outlives the session. */
+    void (*setup)(struct tool_env *env, struct sluice_callbacks *cb);
+    /**
+     * After the session ran: write the result.
+     * @param seconds wall time of the trace
+     * @return 0, or -1 after printing why on stderr.
+     */
+    int (*report)(struct tool_env *env, struct sluice_session *s, double seconds);
+};
+
+/** `dump`: one text line per event, in per-thread program order. */
+extern const struct tool tool_dump;
+/** `stats`: per-thread counts and rates (table, or one JSON line). */
+extern const struct tool tool_stats;
+
+#endif /* SLUICE_TOOLS_H */
