@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * jitter.c — the entry points QEMU calls (struct sluice_jitter_ops) and the
+ * process's list of rings.
+ *
+ * Threads: see include/sluice/jitter_abi.h for which QEMU thread calls what.
+ * The ring list lock is taken only on slow paths (thread start/exit, process
+ * exit, exec, fork), never by translated code.
+ */
+#include "ctl.h"
+#include "jitter.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sluice/jitter_abi.h>
+
+/* Default ring data size per guest thread; SLUICE_RING_BYTES overrides. */
+#define DEFAULT_RING_BYTES (16u << 20)
+
+static struct {
+    pthread_mutex_t lock; /* guards rings and seq */
+    struct ring *rings;   /* this process's rings */
+    uint32_t seq;         /* rings made by this process so far */
+    uint64_t ring_bytes;
+    char arch[16];
+    char comm[16];
+    int big_endian;
+} J = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void jitter_for_each_ring(void (*fn)(struct ring *r, void *arg), void *arg)
+{
+    struct ring *r;
+
+    pthread_mutex_lock(&J.lock);
+    for (r = J.rings; r; r = r->next) {
+        fn(r, arg);
+    }
+    pthread_mutex_unlock(&J.lock);
+}
+
+static int parse_ring_bytes(void)
+{
+    const char *env = getenv("SLUICE_RING_BYTES");
+    char *end;
+    unsigned long long v;
+
+    J.ring_bytes = DEFAULT_RING_BYTES;
+    if (!env) {
+        return 0;
+    }
+    v = strtoull(env, &end, 0);
+    if (*end != '\0' || v < 4ull * SLUICE_RESERVE_MAX || (v & (v - 1))) {
+        fprintf(stderr,
+                "sluice-jitter: SLUICE_RING_BYTES=%s: need a power of two >= %u bytes\n", env,
+                4 * SLUICE_RESERVE_MAX);
+        return -EINVAL;
+    }
+    J.ring_bytes = v;
+    return 0;
+}
+
+static int j_init(const struct sluice_host_info *info)
+{
+    const char *base = strrchr(info->exe, '/');
+
+    snprintf(J.arch, sizeof(J.arch), "%s", info->arch);
+    snprintf(J.comm, sizeof(J.comm), "%s", base ? base + 1 : info->exe);
+    J.big_endian = (int)info->big_endian;
+    if (parse_ring_bytes() < 0) {
+        return -EINVAL;
+    }
+    return ctl_init(J.arch);
+}
+
+static void j_thread_start(struct sluice_thread_slot *slot, uint32_t tid)
+{
+    struct ring *r;
+
+    pthread_mutex_lock(&J.lock);
+    r = ring_create(J.ring_bytes, (uint32_t)getpid(), tid, J.seq++, J.arch, J.comm,
+                    J.big_endian, slot);
+    if (!r) {
+        /* No ring means records would go nowhere: refuse to run untraced silently. */
+        fprintf(stderr, "sluice-jitter: cannot create the trace ring of thread %u: %s\n", tid,
+                strerror(errno));
+        exit(1);
+    }
+    r->next = J.rings;
+    J.rings = r;
+    ctl_announce(r);
+    pthread_mutex_unlock(&J.lock);
+}
+
+static void j_reserve(struct sluice_thread_slot *slot, uint64_t need)
+{
+    ring_reserve(slot->ring, need);
+}
+
+static void j_publish(struct sluice_thread_slot *slot)
+{
+    ring_publish(slot->ring);
+}
+
+static void j_thread_exit(struct sluice_thread_slot *slot)
+{
+    struct ring *r = slot->ring, **p;
+
+    pthread_mutex_lock(&J.lock);
+    for (p = &J.rings; *p; p = &(*p)->next) {
+        if (*p == r) {
+            *p = r->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&J.lock);
+    ring_close(r);
+    ring_destroy(r);
+}
+
+static void close_ring(struct ring *r, void *arg)
+{
+    (void)arg;
+    ring_close(r);
+}
+
+static void publish_ring(struct ring *r, void *arg)
+{
+    (void)arg;
+    ring_publish(r);
+}
+
+static void j_process_exit(int status)
+{
+    (void)status;
+    jitter_for_each_ring(close_ring, NULL);
+}
+
+static void j_exec_start(void)
+{
+    jitter_for_each_ring(publish_ring, NULL);
+}
+
+/* Held across fork so the child never inherits it locked mid-update. */
+static void j_fork_start(void)
+{
+    jitter_for_each_ring(publish_ring, NULL);
+    pthread_mutex_lock(&J.lock);
+}
+
+/* The child's copy of the parent's rings: unmap them, never write them again. */
+static void forget_parent_rings(void)
+{
+    struct ring *r = J.rings, *next;
+
+    for (; r; r = next) {
+        next = r->next;
+        r->slot = NULL; /* other threads' CPU state is gone in the child */
+        ring_destroy(r);
+    }
+    J.rings = NULL;
+    J.seq = 0;
+}
+
+static void j_fork_end(int child, struct sluice_thread_slot *slot, uint32_t tid)
+{
+    if (!child) {
+        pthread_mutex_unlock(&J.lock);
+        return;
+    }
+    pthread_mutex_init(&J.lock, NULL);
+    forget_parent_rings();
+    slot->ring = NULL;
+    ctl_after_fork_child();
+    j_thread_start(slot, tid);
+}
+
+__attribute__((visibility("default"))) const struct sluice_jitter_ops sluice_jitter_ops = {
+    .abi_version = SLUICE_JITTER_ABI_VERSION,
+    .size = sizeof(struct sluice_jitter_ops),
+    .init = j_init,
+    .thread_start = j_thread_start,
+    .reserve = j_reserve,
+    .publish = j_publish,
+    .thread_exit = j_thread_exit,
+    .process_exit = j_process_exit,
+    .exec_start = j_exec_start,
+    .fork_start = j_fork_start,
+    .fork_end = j_fork_end,
+};

@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * ring.c — producer side of a trace ring: create, publish, reserve, close.
+ *
+ * Runs on the ring's vCPU thread (or, for process-wide exits, on a thread
+ * holding QEMU's exclusive section). Nothing here may block except
+ * ring_reserve() waiting for a lossless consumer to make room; an idle guest
+ * never spins.
+ *
+ * Memory ordering: records are plain stores by translated code; the release
+ * store of hdr->head in ring_publish() pairs with the consumer's acquire load
+ * of head, so a consumer that sees a head sees every record before it. The
+ * consumers' release stores of their tails pair with the acquire loads in
+ * free_bytes(): we never reuse bytes a consumer may still be copying.
+ */
+#include "ring.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Producer publishes at least this often (bytes), so consumers work in parallel. */
+#define CHUNK_BYTES (256u * 1024)
+
+static long futex(uint32_t *uaddr, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, uaddr, op, val, ts, NULL, 0);
+}
+
+/* Map [hdr][data][data] from the memfd: a record crossing the end stays contiguous. */
+static int map_ring(struct ring *r)
+{
+    uint8_t *base = mmap(NULL, r->map_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (base == MAP_FAILED) {
+        return -1;
+    }
+    if (mmap(base, SLUICE_RING_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, r->fd,
+             0) == MAP_FAILED ||
+        mmap(base + SLUICE_RING_HDR_BYTES, r->size, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_FIXED, r->fd, SLUICE_RING_HDR_BYTES) == MAP_FAILED ||
+        mmap(base + SLUICE_RING_HDR_BYTES + r->size, r->size, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_FIXED, r->fd, SLUICE_RING_HDR_BYTES) == MAP_FAILED) {
+        munmap(base, r->map_bytes);
+        return -1;
+    }
+    r->hdr = (struct sluice_ring_hdr *)base;
+    r->data = base + SLUICE_RING_HDR_BYTES;
+    return 0;
+}
+
+static void fill_hdr(struct sluice_ring_hdr *h, uint64_t size, uint32_t pid, uint32_t tid,
+                     uint32_t seq, const char *arch, const char *comm, int big_endian)
+{
+    h->magic = SLUICE_RING_MAGIC;
+    h->version = SLUICE_FORMAT_VERSION;
+    h->hdr_bytes = SLUICE_RING_HDR_BYTES;
+    h->data_size = size;
+    h->pid = pid;
+    h->tid = tid;
+    h->seq = seq;
+    h->big_endian = big_endian != 0;
+    snprintf(h->arch, sizeof(h->arch), "%s", arch);
+    snprintf(h->comm, sizeof(h->comm), "%s", comm);
+}
+
+struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq,
+                         const char *arch, const char *comm, int big_endian,
+                         struct sluice_thread_slot *slot)
+{
+    struct ring *r;
+
+    if (size < 4 * (uint64_t)SLUICE_RESERVE_MAX || (size & (size - 1)) ||
+        size % (uint64_t)sysconf(_SC_PAGESIZE)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    r = calloc(1, sizeof(*r));
+    if (!r) {
+        return NULL;
+    }
+    r->size = size;
+    r->map_bytes = SLUICE_RING_HDR_BYTES + 2 * size;
+    r->fd = memfd_create("sluice-ring", MFD_CLOEXEC);
+    if (r->fd < 0 || ftruncate(r->fd, SLUICE_RING_HDR_BYTES + size) < 0 || map_ring(r) < 0) {
+        int err = errno;
+        if (r->fd >= 0) {
+            close(r->fd);
+        }
+        free(r);
+        errno = err;
+        return NULL;
+    }
+    fill_hdr(r->hdr, size, pid, tid, seq, arch, comm, big_endian);
+    r->slot = slot;
+    slot->cursor = (uint64_t *)r->data;
+    slot->limit = (uint64_t *)(r->data + CHUNK_BYTES);
+    slot->ring = r;
+    return r;
+}
+
+void ring_destroy(struct ring *r)
+{
+    if (r->slot && r->slot->ring == r) {
+        r->slot->ring = NULL;
+    }
+    munmap(r->hdr, r->map_bytes);
+    close(r->fd);
+    free(r);
+}
+
+/* Bytes written since the last publish: from head's place to the cursor. */
+static uint64_t written(const struct ring *r)
+{
+    const uint8_t *start = r->data + (r->head & (r->size - 1));
+
+    return (uint64_t)((const uint8_t *)r->slot->cursor - start);
+}
+
+void ring_publish(struct ring *r)
+{
+    uint64_t n = written(r);
+    uint8_t *was;
+
+    if (n == 0) {
+        return;
+    }
+    if (n > r->size) {
+        /* Cannot happen unless translated code overran its reservation. */
+        fprintf(stderr, "sluice: ring of tid %u overran (%llu bytes)\n", r->hdr->tid,
+                (unsigned long long)n);
+        abort();
+    }
+    r->head += n;
+    /* Pairs with the consumer's acquire load of head. */
+    __atomic_store_n(&r->hdr->head, r->head, __ATOMIC_RELEASE);
+    /* Seq-cst: order the head store before reading consumers_waiting (Dekker with the reader). */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&r->hdr->consumers_waiting, __ATOMIC_RELAXED)) {
+        __atomic_fetch_add(&r->hdr->head_futex, 1, __ATOMIC_RELEASE);
+        futex(&r->hdr->head_futex, FUTEX_WAKE, INT_MAX, NULL);
+    }
+    /* Back into the first mapping; the limit moves with the cursor. */
+    was = (uint8_t *)r->slot->cursor;
+    r->slot->cursor = (uint64_t *)(r->data + (r->head & (r->size - 1)));
+    r->slot->limit = (uint64_t *)((uint8_t *)r->slot->limit - (was - (uint8_t *)r->slot->cursor));
+}
+
+/*
+ * Bytes free for the producer: the ring size minus what the slowest lossless
+ * consumer has not yet taken. Tails are the consumers' and are clamped, never
+ * trusted: a tail ahead of head or more than a ring behind counts as caught up
+ * or as a full ring.
+ */
+static uint64_t free_bytes(const struct ring *r, int *waiting_for)
+{
+    uint64_t used = 0;
+    unsigned i;
+
+    *waiting_for = -1;
+    for (i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
+        const struct sluice_ring_consumer *c = &r->hdr->consumer[i];
+        uint64_t tail, behind;
+
+        if (!__atomic_load_n(&c->active, __ATOMIC_ACQUIRE) || !c->lossless) {
+            continue;
+        }
+        tail = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);
+        behind = tail > r->head ? 0 : r->head - tail;
+        if (behind > r->size) {
+            behind = r->size;
+        }
+        if (behind >= used) {
+            used = behind;
+            *waiting_for = (int)i;
+        }
+    }
+    return r->size - used;
+}
+
+/* Sleep until consumer @p i moves its tail or leaves (bounded, so we re-check). */
+static void wait_for_consumer(struct ring *r, unsigned i, uint64_t need)
+{
+    struct sluice_ring_consumer *c = &r->hdr->consumer[i];
+    uint32_t seen = __atomic_load_n(&c->tail_futex, __ATOMIC_ACQUIRE);
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    int w;
+
+    if (free_bytes(r, &w) >= need) {
+        return;
+    }
+    futex(&c->tail_futex, FUTEX_WAIT, seen, &ts);
+}
+
+void ring_reserve(struct ring *r, uint64_t need)
+{
+    uint64_t avail;
+    int w;
+
+    ring_publish(r);
+    for (;;) {
+        avail = free_bytes(r, &w);
+        if (avail >= need || w < 0) {
+            break;
+        }
+        wait_for_consumer(r, (unsigned)w, need);
+    }
+    if (w < 0) {
+        avail = r->size; /* no lossless consumer: never block, overwrite */
+    }
+    if (avail > CHUNK_BYTES && need <= CHUNK_BYTES) {
+        avail = CHUNK_BYTES;
+    }
+    r->slot->limit = (uint64_t *)((uint8_t *)r->slot->cursor + avail);
+}
+
+void ring_close(struct ring *r)
+{
+    ring_publish(r);
+    __atomic_fetch_or(&r->hdr->flags, SLUICE_RING_CLOSED, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&r->hdr->head_futex, 1, __ATOMIC_RELEASE);
+    futex(&r->hdr->head_futex, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+void ring_wake_producer(struct ring *r, unsigned slot)
+{
+    __atomic_fetch_add(&r->hdr->consumer[slot].tail_futex, 1, __ATOMIC_RELEASE);
+    futex(&r->hdr->consumer[slot].tail_futex, FUTEX_WAKE, INT_MAX, NULL);
+}
