@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# Set up sluice on a fresh Debian bookworm machine, idempotently:
+#   1. Debian packages (bookworm-backports for meson >= 1.5 and QEMU's source),
+#   2. the patched QEMU, built once into ~/.cache/sluice keyed by the patch hash,
+#   3. Debian's arm64 and mipsel busybox-static, for the real-program tests,
+#   4. sluice itself, in ./build (with ASan/UBSan; the jitter, which lives in
+#      QEMU's process, without).
+# With --example, then trace a shipped example program with `sluice run`.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+example=0
+[ "${1:-}" = "--example" ] && example=1
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+say() { echo "setup: $*" >&2; }
+
+packages=(ninja-build pkgconf libglib2.0-dev zlib1g-dev python3-venv patch xz-utils dpkg-dev
+    gcc clang llvm libclang-rt-14-dev libbpf-dev liburcu-dev libcriterion-dev libcapstone-dev
+    libdw-dev libelf-dev gcc-aarch64-linux-gnu gcc-riscv64-linux-gnu gcc-mipsel-linux-gnu
+    libc6-dev-arm64-cross libc6-dev-riscv64-cross libc6-dev-mipsel-cross coreutils gzip)
+backports=(meson python3-pycotap)
+
+missing() {
+    local p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' || echo "$p"
+    done
+}
+
+install_packages() {
+    local src=/etc/apt/sources.list.d/sluice-backports.sources
+    if [ ! -f "$src" ]; then
+        say "adding bookworm-backports (deb, deb-src)"
+        as_root tee "$src" >/dev/null <<'SRC'
+Types: deb deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+        as_root apt-get update -q >&2
+    fi
+    local need=($(missing "${packages[@]}") $(missing "${backports[@]}"))
+    local meson_ok=1
+    dpkg --compare-versions "$(dpkg-query -W -f='${Version}' meson 2>/dev/null || echo 0)" ge 1.5 || meson_ok=0
+    if [ ${#need[@]} -gt 0 ] || [ $meson_ok = 0 ]; then
+        say "installing: ${need[*]:-meson from backports}"
+        as_root apt-get update -q >&2
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${packages[@]}" >&2
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q -t bookworm-backports "${backports[@]}" >&2
+    fi
+}
+
+install_packages
+qemu_dir=$(qemu-patch/build-qemu.sh)
+say "patched QEMU: $qemu_dir"
+if [ -x tests/e2e/fetch-busybox.sh ]; then
+    tests/e2e/fetch-busybox.sh >&2
+fi
+
+if [ ! -f build/build.ninja ]; then
+    meson setup build -Db_sanitize=address,undefined -Db_lundef=false -Dqemu_dir="$qemu_dir" >&2
+else
+    meson configure build -Dqemu_dir="$qemu_dir" >&2
+fi
+ninja -C build >&2
+say "built sluice in ./build"
+
+if [ $example = 1 ]; then
+    say "tracing the shipped example: build/tests/guests/loops-aarch64 (an aarch64 program)"
+    build/consumer/sluice run --tool stats -- build/tests/guests/loops-aarch64
+fi
