@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * record.c — unit tests of the record codec in sluice/record.h: tags,
+ * payloads, lengths, invalid headers and round trips, with exact values.
+ */
+#include <criterion/criterion.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "sluice/record.h"
+
+Test(record, exec_header_round_trip)
+{
+    uint64_t h = sluice_exec_hdr(0x401000);
+
+    cr_assert_eq(h, 0x0100000000401000ull);
+    cr_assert_eq(sluice_rec_tag(h), SLUICE_TAG_EXEC);
+    cr_assert_eq(sluice_rec_payload(h), 0x401000);
+    cr_assert_eq(sluice_rec_words(h), 1);
+}
+
+Test(record, exec_pc_is_masked_to_56_bits)
+{
+    uint64_t h = sluice_exec_hdr(0xff00123456789abcull);
+
+    cr_assert_eq(sluice_rec_tag(h), SLUICE_TAG_EXEC);
+    cr_assert_eq(sluice_rec_payload(h), 0x00123456789abcull);
+    cr_assert_eq(sluice_exec_hdr(SLUICE_PAYLOAD_MASK), 0x01ffffffffffffffull);
+}
+
+Test(record, mem_tags_encode_size_and_direction)
+{
+    cr_assert_eq(sluice_mem_tag(0, 0), 0x10);
+    cr_assert_eq(sluice_mem_tag(2, 0), 0x12);
+    cr_assert_eq(sluice_mem_tag(3, 1), 0x1b);
+    cr_assert_eq(sluice_mem_tag(4, 1), 0x1c);
+    cr_assert_eq(sluice_mem_tag(4, 7), 0x1c, "any non-zero is_write is a store");
+}
+
+Test(record, mem_header_round_trip_all_sizes)
+{
+    for (unsigned lg = 0; lg <= 4; lg++) {
+        for (int w = 0; w <= 1; w++) {
+            uint64_t h = sluice_mem_hdr(0x7fff12345678ull, lg, w);
+            unsigned tag = sluice_rec_tag(h);
+
+            cr_assert(sluice_tag_is_mem(tag), "lg %u w %d", lg, w);
+            cr_assert_eq(tag & 7, lg);
+            cr_assert_eq((tag & SLUICE_MEM_WRITE) != 0, w);
+            cr_assert_eq(sluice_rec_payload(h), 0x7fff12345678ull);
+            cr_assert_eq(sluice_rec_words(h), lg == 4 ? 4u : 3u);
+        }
+    }
+}
+
+Test(record, mem_helper_records_have_pc_zero)
+{
+    uint64_t h = sluice_mem_hdr(0, 3, 1);
+
+    cr_assert_eq(h, 0x1b00000000000000ull);
+    cr_assert_eq(sluice_rec_payload(h), 0);
+    cr_assert_eq(sluice_rec_words(h), 3);
+}
+
+Test(record, lost_and_pad)
+{
+    uint64_t lost = ((uint64_t)SLUICE_TAG_LOST << SLUICE_TAG_SHIFT) | 12345;
+    uint64_t pad = ((uint64_t)SLUICE_TAG_PAD << SLUICE_TAG_SHIFT) | 7;
+
+    cr_assert_eq(sluice_rec_tag(lost), SLUICE_TAG_LOST);
+    cr_assert_eq(sluice_rec_payload(lost), 12345);
+    cr_assert_eq(sluice_rec_words(lost), 1);
+    cr_assert_eq(sluice_rec_words(pad), 7);
+    cr_assert_eq(sluice_rec_words(1u << 20), 1u << 20, "largest PAD");
+}
+
+Test(record, invalid_headers_have_zero_words)
+{
+    cr_assert_eq(sluice_rec_words(0), 0, "PAD of length 0");
+    cr_assert_eq(sluice_rec_words((1u << 20) + 1), 0, "PAD too long");
+    cr_assert_eq(sluice_rec_words(0x0300000000000000ull), 0, "tag 3 unknown");
+    cr_assert_eq(sluice_rec_words(0x1500000000000000ull), 0, "MEM log2 size 5");
+    cr_assert_eq(sluice_rec_words(0x1f00000000000000ull), 0, "MEM store log2 size 7");
+    cr_assert_eq(sluice_rec_words(0x2000000000000000ull), 0, "tag 0x20");
+    cr_assert_eq(sluice_rec_words(0xff00000000000000ull), 0, "tag 0xff");
+    cr_assert_not(sluice_tag_is_mem(0x15));
+    cr_assert_not(sluice_tag_is_mem(0x01));
+    cr_assert_not(sluice_tag_is_mem(0x24));
+}
+
+Test(record, every_tag_classified)
+{
+    unsigned valid = 0;
+
+    for (unsigned tag = 0; tag < 256; tag++) {
+        uint64_t h = ((uint64_t)tag << SLUICE_TAG_SHIFT) | 1;
+
+        valid += sluice_rec_words(h) != 0;
+    }
+    /* PAD, EXEC, LOST and 10 MEM tags (5 sizes x load/store). */
+    cr_assert_eq(valid, 13);
+}
+
+Test(record, header_layout)
+{
+    cr_assert_eq(SLUICE_RING_MAGIC, 0x4752454349554c53ull);
+    cr_assert_eq(memcmp(&(uint64_t){SLUICE_RING_MAGIC}, "SLUICERG", 8), 0);
+    cr_assert_eq(offsetof(struct sluice_ring_hdr, head), 128);
+    cr_assert_eq(offsetof(struct sluice_ring_hdr, consumer), 256);
+    cr_assert_eq(sizeof(struct sluice_ring_consumer), 64);
+}

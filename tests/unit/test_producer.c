@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * test_producer.c — the tests' ring producer (see test_producer.h). It runs
+ * on a test's producer thread; it is a model of the protocol, not of the
+ * jitter's speed.
+ */
+#include "test_producer.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static long futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, w, op, val, ts, NULL, 0);
+}
+
+int test_ring__create(struct test_ring *t, uint64_t size, uint32_t tid, uint64_t start)
+{
+    uint8_t *base;
+    int flags = MAP_SHARED | MAP_FIXED;
+
+    memset(t, 0, sizeof(*t));
+    t->fd = memfd_create("sluice-test-ring", MFD_CLOEXEC);
+    if (t->fd < 0 || ftruncate(t->fd, (off_t)(SLUICE_RING_HDR_BYTES + size)) < 0) {
+        return -errno;
+    }
+    t->map_len = SLUICE_RING_HDR_BYTES + 2 * size;
+    base = mmap(NULL, t->map_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED ||
+        mmap(base, SLUICE_RING_HDR_BYTES, PROT_READ | PROT_WRITE, flags, t->fd, 0) == MAP_FAILED ||
+        mmap(base + SLUICE_RING_HDR_BYTES, size, PROT_READ | PROT_WRITE, flags, t->fd,
+             SLUICE_RING_HDR_BYTES) == MAP_FAILED ||
+        mmap(base + SLUICE_RING_HDR_BYTES + size, size, PROT_READ | PROT_WRITE, flags, t->fd,
+             SLUICE_RING_HDR_BYTES) == MAP_FAILED) {
+        return -errno;
+    }
+    t->map = base;
+    t->hdr = (struct sluice_ring_hdr *)base;
+    t->data = base + SLUICE_RING_HDR_BYTES;
+    t->size = size;
+    t->pos = start;
+    t->hdr->magic = SLUICE_RING_MAGIC;
+    t->hdr->version = SLUICE_FORMAT_VERSION;
+    t->hdr->hdr_bytes = SLUICE_RING_HDR_BYTES;
+    t->hdr->data_size = size;
+    t->hdr->pid = 1000;
+    t->hdr->tid = tid;
+    t->hdr->seq = 0;
+    memcpy(t->hdr->arch, "x86_64", 7);
+    memcpy(t->hdr->comm, "testprog", 9);
+    t->hdr->head = start;
+    t->hdr->consumer[0].tail = start;
+    t->hdr->consumer[0].active = 1;
+    t->hdr->consumer[0].lossless = 1;
+    return 0;
+}
+
+void test_ring__destroy(struct test_ring *t)
+{
+    if (t->map) {
+        munmap(t->map, t->map_len);
+    }
+    if (t->fd >= 0) {
+        close(t->fd);
+    }
+    t->map = NULL;
+    t->fd = -1;
+}
+
+void test_ring__publish(struct test_ring *t)
+{
+    /* Release pairs with the consumer's acquire load of head. */
+    __atomic_store_n(&t->hdr->head, t->pos, __ATOMIC_RELEASE);
+    /* Full fence: the store of head is visible before we read consumers_waiting
+     * (the consumer increments it, then re-reads head). */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&t->hdr->consumers_waiting, __ATOMIC_RELAXED)) {
+        __atomic_fetch_add(&t->hdr->head_futex, 1, __ATOMIC_RELEASE);
+        futex(&t->hdr->head_futex, FUTEX_WAKE, INT_MAX, NULL);
+    }
+}
+
+/* Wait until @p bytes more fit in front of slot 0's tail. */
+static void wait_space(struct test_ring *t, uint64_t bytes)
+{
+    struct sluice_ring_consumer *c = &t->hdr->consumer[0];
+    struct timespec ts = {0, 10 * 1000 * 1000};
+
+    for (;;) {
+        uint32_t seen = __atomic_load_n(&c->tail_futex, __ATOMIC_ACQUIRE);
+        uint64_t tail = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);
+
+        if (t->pos + bytes - tail <= t->size) {
+            return;
+        }
+        test_ring__publish(t); /* the consumer must see what is there to free space */
+        futex(&c->tail_futex, FUTEX_WAIT, seen, &ts);
+    }
+}
+
+void test_ring__append(struct test_ring *t, const uint64_t *w, unsigned n)
+{
+    wait_space(t, (uint64_t)n * 8);
+    /* The data area is mapped twice: no wrap-around case. */
+    memcpy(t->data + (t->pos & (t->size - 1)), w, (size_t)n * 8);
+    t->pos += (uint64_t)n * 8;
+}
+
+void test_ring__close(struct test_ring *t)
+{
+    test_ring__publish(t);
+    __atomic_fetch_or(&t->hdr->flags, SLUICE_RING_CLOSED, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&t->hdr->head_futex, 1, __ATOMIC_RELEASE);
+    futex(&t->hdr->head_futex, FUTEX_WAKE, INT_MAX, NULL);
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/**
+ * @file test_producer.h
+ * @brief A minimal ring producer for the tests, written from record.h alone
+ *        (the way jitter/ring.c must behave): memfd, header, data mapped twice,
+ *        release-store of head, futex wake when consumers wait, and waiting
+ *        for lossless consumers when full. One thread per ring.
+ */
+#ifndef SLUICE_TEST_PRODUCER_H
+#define SLUICE_TEST_PRODUCER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/record.h"
+
+struct test_ring {
+    int fd;                      /**< the memfd */
+    struct sluice_ring_hdr *hdr; /**< header page */
+    uint8_t *data;               /**< data area, mapped twice */
+    uint64_t size;               /**< data bytes */
+    uint64_t pos;                /**< write position (published up to hdr->head) */
+    void *map;
+    size_t map_len;
+};
+
+/**
+ * Create a ring of @p size data bytes (power of two, >= 4096) for thread
+ * @p tid, with consumer slot 0 active and lossless, both positions at
+ * @p start (so tests can begin near the end of the data area).
+ * @return 0 or -errno.
+ */
+int test_ring__create(struct test_ring *t, uint64_t size, uint32_t tid, uint64_t start);
+
+/** Unmap and close. */
+void test_ring__destroy(struct test_ring *t);
+
+/** Append @p n words (one or more whole records), waiting while the ring is full. */
+void test_ring__append(struct test_ring *t, const uint64_t *w, unsigned n);
+
+/** Publish everything appended (release store of head) and wake waiting consumers. */
+void test_ring__publish(struct test_ring *t);
+
+/** Publish, then mark the ring closed (the thread exited) and wake consumers. */
+void test_ring__close(struct test_ring *t);
+
+#endif /* SLUICE_TEST_PRODUCER_H */
