@@ -1,0 +1,559 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * session.c — unit tests of the public consumer API (consumer/session.c)
+ * against a fake jitter in a thread: the control protocol (HELLO, WELCOME,
+ * REFUSED, RING with SCM_RIGHTS, EOF), decoding (masking, PC 0 resolution,
+ * LOST), per-thread ordering through many chunks and workers, counts, and
+ * errors in one ring not stopping the others.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sluice/consumer.h"
+#include "sluice/ctl.h"
+#include "test_producer.h"
+
+/* --- the fake jitter ------------------------------------------------------ */
+
+static void send_msg(int fd, const struct sluice_ctl_msg *m, int pass_fd)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctrl;
+    struct iovec iov = {(void *)m, sizeof(*m)};
+    struct msghdr mh = {0};
+
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    if (pass_fd >= 0) {
+        struct cmsghdr *cm;
+
+        mh.msg_control = ctrl.buf;
+        mh.msg_controllen = sizeof(ctrl.buf);
+        cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+    }
+    cr_assert_eq(sendmsg(fd, &mh, MSG_NOSIGNAL), (ssize_t)sizeof(*m));
+}
+
+static void send_type(int fd, uint32_t type, uint32_t version, const char *error)
+{
+    struct sluice_ctl_msg m = {0};
+
+    m.type = type;
+    m.version = version;
+    m.pid = 1000;
+    memcpy(m.arch, "x86_64", 7);
+    if (error) {
+        snprintf(m.error, sizeof(m.error), "%s", error);
+    }
+    send_msg(fd, &m, -1);
+}
+
+static void send_ring(int fd, struct test_ring *t)
+{
+    struct sluice_ctl_msg m = {0};
+
+    m.type = SLUICE_CTL_RING;
+    m.version = SLUICE_CTL_VERSION;
+    m.pid = t->hdr->pid;
+    m.tid = t->hdr->tid;
+    m.slot = 0;
+    m.ring_bytes = t->size;
+    send_msg(fd, &m, t->fd);
+}
+
+static struct sluice_ctl_msg recv_hello(int fd)
+{
+    struct sluice_ctl_msg m;
+
+    cr_assert_eq(recv(fd, &m, sizeof(m), 0), (ssize_t)sizeof(m));
+    cr_assert_eq(m.type, SLUICE_CTL_HELLO);
+    cr_assert_eq(m.version, SLUICE_CTL_VERSION);
+    return m;
+}
+
+/* --- the record stream each fake thread produces ------------------------- */
+
+enum kind { K_EXEC, K_READ, K_WRITE, K_LOST };
+
+struct event {
+    uint32_t kind, size;
+    uint64_t tid, pc, addr, value, hi;
+};
+
+static uint64_t pc_of(uint64_t tid, uint64_t i)
+{
+    return (tid << 32) + 0x1000 + i * 4;
+}
+
+/* Record i of thread tid (words into w, returns their count) and the event
+ * a consumer must see for it (PC 0 resolved, value masked). */
+static unsigned gen(uint64_t tid, uint64_t i, uint64_t *w, struct event *e)
+{
+    uint64_t pc = pc_of(tid, i), exec_pc = pc_of(tid, i - i % 8); /* i%8==0 is EXEC */
+
+    *e = (struct event){K_EXEC, 0, tid, pc, 0, 0, 0};
+    switch (i % 8) {
+    case 0:
+    case 6:
+        w[0] = sluice_exec_hdr(pc);
+        if (i % 8 == 6) {
+            return 1;
+        }
+        return 1;
+    case 1: /* helper-made load: PC 0 means the preceding EXEC */
+        w[0] = sluice_mem_hdr(0, 0, 0), w[1] = 0x5000 + i, w[2] = 0xabcdef00 | (i & 0xff);
+        *e = (struct event){K_READ, 1, tid, exec_pc, 0x5000 + i, i & 0xff, 0};
+        return 3;
+    case 2:
+        w[0] = sluice_mem_hdr(pc, 1, 1), w[1] = 0x6000 + i, w[2] = 0x12345678;
+        *e = (struct event){K_WRITE, 2, tid, pc, 0x6000 + i, 0x5678, 0};
+        return 3;
+    case 3:
+        w[0] = sluice_mem_hdr(pc, 2, 0), w[1] = i, w[2] = 0x1122334455667788ull;
+        *e = (struct event){K_READ, 4, tid, pc, i, 0x55667788, 0};
+        return 3;
+    case 4:
+        w[0] = sluice_mem_hdr(pc, 3, 1), w[1] = i, w[2] = i * 0x9e3779b97f4a7c15ull;
+        *e = (struct event){K_WRITE, 8, tid, pc, i, i * 0x9e3779b97f4a7c15ull, 0};
+        return 3;
+    case 5:
+        w[0] = sluice_mem_hdr(pc, 4, 0), w[1] = i, w[2] = i, w[3] = ~i;
+        *e = (struct event){K_READ, 16, tid, pc, i, i, ~i};
+        return 4;
+    default: /* 7 */
+        w[0] = ((uint64_t)SLUICE_TAG_LOST << SLUICE_TAG_SHIFT) | 2;
+        *e = (struct event){K_LOST, 0, tid, 0, 0, 2, 0};
+        return 1;
+    }
+}
+
+struct producer_arg {
+    struct test_ring ring;
+    uint64_t n;      /* records */
+    uint64_t bad_at; /* write an invalid header at this record (0: never) */
+};
+
+static void *produce(void *arg)
+{
+    struct producer_arg *p = arg;
+    uint64_t tid = p->ring.hdr->tid, i;
+
+    for (i = 0; i < p->n; i++) {
+        uint64_t w[4];
+        struct event e;
+        unsigned n = gen(tid, i, w, &e);
+
+        if (p->bad_at && i == p->bad_at) {
+            w[0] = 0x4400000000000000ull;
+            n = 1;
+        }
+        test_ring__append(&p->ring, w, n);
+        if (i % 1000 == 999) {
+            test_ring__publish(&p->ring);
+        }
+    }
+    p->ring.hdr->lost = 5; /* overflow the jitter counted itself */
+    test_ring__close(&p->ring);
+    return NULL;
+}
+
+/* --- the consumer's callbacks, checking order as they go -------------------- */
+
+#define MAX_RINGS 4
+
+struct check {
+    uint64_t tids[MAX_RINGS];
+    uint64_t next[MAX_RINGS]; /* next record index expected per ring */
+    int started[MAX_RINGS], ended[MAX_RINGS];
+    int in_trace;
+    int errors;
+    char first_error[200];
+};
+
+static void mismatch(struct check *c, const char *what, uint64_t tid, uint64_t i)
+{
+    if (c->errors++ == 0) {
+        snprintf(c->first_error, sizeof(c->first_error), "%s (tid %llu, record %llu)", what,
+                 (unsigned long long)tid, (unsigned long long)i);
+    }
+}
+
+static int ring_of(struct check *c, uint64_t tid)
+{
+    for (int r = 0; r < MAX_RINGS; r++) {
+        if (c->tids[r] == tid) {
+            return r;
+        }
+    }
+    return -1;
+}
+
+static int w_exec(void *user, const struct sluice_thread_info *t, uint64_t pc, void *item)
+{
+    (void)user;
+    *(struct event *)item = (struct event){K_EXEC, 0, t->tid, pc, 0, 0, 0};
+    return 1;
+}
+
+static int w_mem(void *user, const struct sluice_thread_info *t, const struct sluice_mem *m,
+                 void *item)
+{
+    (void)user;
+    *(struct event *)item = (struct event){
+        m->is_write ? K_WRITE : K_READ, m->size, t->tid, m->pc, m->addr, m->value, m->value_hi};
+    return 1;
+}
+
+static int w_lost(void *user, const struct sluice_thread_info *t, uint64_t count, void *item)
+{
+    (void)user;
+    *(struct event *)item = (struct event){K_LOST, 0, t->tid, 0, 0, count, 0};
+    return 1;
+}
+
+static void o_thread(void *user, const struct sluice_thread_info *t, int started)
+{
+    struct check *c = user;
+    int r = ring_of(c, t->tid);
+
+    if (r < 0) {
+        mismatch(c, "thread() for an unknown tid", t->tid, 0);
+        return;
+    }
+    if (started && (c->started[r] || c->next[r])) {
+        mismatch(c, "thread(1) twice or after items", t->tid, c->next[r]);
+    }
+    if (!started && (!c->started[r] || c->ended[r])) {
+        mismatch(c, "thread(0) without thread(1), or twice", t->tid, c->next[r]);
+    }
+    if (strcmp(t->arch, "x86_64") || strcmp(t->comm, "testprog") || t->pid != 1000) {
+        mismatch(c, "thread info", t->tid, 0);
+    }
+    (started ? c->started : c->ended)[r]++;
+}
+
+static void o_trace(void *user, const struct sluice_thread_info *t, void *item)
+{
+    struct check *c = user;
+    const struct event *got = item;
+    int r = ring_of(c, t->tid);
+    uint64_t w[4];
+    struct event want;
+
+    if (__atomic_fetch_add(&c->in_trace, 1, __ATOMIC_SEQ_CST)) {
+        mismatch(c, "trace() called concurrently", t->tid, 0);
+    }
+    if (r < 0 || !c->started[r] || c->ended[r]) {
+        mismatch(c, "trace() outside thread(1)..thread(0)", t->tid, 0);
+    } else {
+        gen(t->tid, c->next[r], w, &want);
+        if (memcmp(got, &want, sizeof(want)) != 0) {
+            mismatch(c, "item differs from the record written", t->tid, c->next[r]);
+        }
+        c->next[r]++;
+    }
+    __atomic_fetch_sub(&c->in_trace, 1, __ATOMIC_SEQ_CST);
+}
+
+static struct sluice_callbacks check_callbacks(struct check *c)
+{
+    struct sluice_callbacks cb = {.sz = sizeof(cb)};
+
+    cb.user = c;
+    cb.item_size = sizeof(struct event);
+    cb.exec = w_exec;
+    cb.read = w_mem;
+    cb.write = w_mem;
+    cb.lost = w_lost;
+    cb.thread = o_thread;
+    cb.trace = o_trace;
+    return cb;
+}
+
+/* Expected counts of n records made by gen(). */
+static struct sluice_counts expected_counts(uint64_t n)
+{
+    struct sluice_counts k = {0, 0, 0, 5}; /* hdr->lost */
+
+    for (uint64_t i = 0; i < n; i++) {
+        switch (i % 8) {
+        case 0:
+        case 6:
+            k.insns++;
+            break;
+        case 1:
+        case 3:
+        case 5:
+            k.loads++;
+            break;
+        case 2:
+        case 4:
+            k.stores++;
+            break;
+        default:
+            k.lost += 2;
+        }
+    }
+    return k;
+}
+
+/* --- the scenarios ----------------------------------------------------------- */
+
+struct jitter_arg {
+    int fd;
+    int n_rings;
+    uint64_t records;
+    uint64_t bad_at_ring0; /* invalid record in ring 0 at this index (0: none) */
+    int bad_magic_ring;    /* send one extra ring with a bad magic */
+    struct producer_arg p[MAX_RINGS];
+};
+
+static void *fake_jitter(void *arg)
+{
+    struct jitter_arg *j = arg;
+    pthread_t th[MAX_RINGS];
+    struct test_ring bad;
+    int i;
+
+    send_type(j->fd, SLUICE_CTL_WELCOME, SLUICE_CTL_VERSION, NULL);
+    if (j->bad_magic_ring) {
+        test_ring__create(&bad, 4096, 999, 0);
+        bad.hdr->magic = 0;
+        send_ring(j->fd, &bad);
+        test_ring__destroy(&bad);
+    }
+    for (i = 0; i < j->n_rings; i++) {
+        send_ring(j->fd, &j->p[i].ring); /* before the thread runs, like the jitter */
+        pthread_create(&th[i], NULL, produce, &j->p[i]);
+    }
+    for (i = 0; i < j->n_rings; i++) {
+        pthread_join(th[i], NULL);
+    }
+    close(j->fd); /* end of stream: every head is final */
+    return NULL;
+}
+
+static void run_scenario(unsigned workers, int n_rings, uint64_t records, uint64_t bad_at,
+                         int bad_magic)
+{
+    struct sluice_consumer_opts opts = {.sz = sizeof(opts), .workers = workers};
+    struct jitter_arg *j = calloc(1, sizeof(*j));
+    struct check *c = calloc(1, sizeof(*c));
+    struct sluice_callbacks cb = check_callbacks(c);
+    struct sluice_counts total, per[MAX_RINGS + 1], want = expected_counts(records);
+    struct sluice_thread_info info[MAX_RINGS + 1];
+    struct sluice_session *s;
+    pthread_t jt;
+    int sv[2], rc, i;
+    size_t n;
+
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    s = sluice_session__new(sv[0], &cb, &opts);
+    cr_assert_not_null(s);
+    cr_assert_eq(recv_hello(sv[1]).lossless, 1);
+    j->fd = sv[1];
+    j->n_rings = n_rings;
+    j->bad_magic_ring = bad_magic;
+    for (i = 0; i < n_rings; i++) {
+        cr_assert_eq(test_ring__create(&j->p[i].ring, 64 * 1024, 100 + (uint32_t)i, 0), 0);
+        j->p[i].n = records;
+        c->tids[i] = 100 + (uint64_t)i;
+    }
+    j->p[0].bad_at = bad_at;
+    cr_assert_eq(pthread_create(&jt, NULL, fake_jitter, j), 0);
+    rc = sluice_session__run(s);
+    pthread_join(jt, NULL);
+
+    cr_assert_eq(c->errors, 0, "%d errors, first: %s", c->errors, c->first_error);
+    n = sluice_session__counts(s, &total, per, info, MAX_RINGS + 1);
+    cr_assert_eq(n, (size_t)n_rings);
+    for (i = 0; i < n_rings; i++) {
+        int r = ring_of(c, info[i].tid);
+
+        cr_assert_geq(r, 0);
+        cr_assert_eq(c->started[r], 1, "thread(1) once");
+        cr_assert_eq(c->ended[r], 1, "thread(0) once");
+        if (bad_at && r == 0) {
+            continue;
+        }
+        cr_assert_eq(c->next[r], records, "ring %d: %llu of %llu items", r,
+                     (unsigned long long)c->next[r], (unsigned long long)records);
+        cr_assert_eq(per[i].insns, want.insns);
+        cr_assert_eq(per[i].loads, want.loads);
+        cr_assert_eq(per[i].stores, want.stores);
+        cr_assert_eq(per[i].lost, want.lost, "LOST records + hdr->lost");
+    }
+    if (!bad_at && !bad_magic) {
+        cr_assert_eq(rc, 0, "%s", sluice_session__error(s));
+        cr_assert_eq(total.insns, want.insns * (uint64_t)n_rings);
+        cr_assert_eq(total.lost, want.lost * (uint64_t)n_rings);
+        cr_assert_eq(sluice_session__events(s),
+                     (want.insns + want.loads + want.stores + (want.lost - 5) / 2) *
+                         (uint64_t)n_rings);
+    } else {
+        cr_assert_eq(rc, -EPROTO);
+        cr_assert(strstr(sluice_session__error(s), bad_at ? "invalid record header" : "magic"),
+                  "%s", sluice_session__error(s));
+    }
+    for (i = 0; i < n_rings; i++) {
+        test_ring__destroy(&j->p[i].ring);
+    }
+    sluice_session__free(s);
+    free(j);
+    free(c);
+}
+
+Test(session, one_ring_one_worker, .timeout = 60)
+{
+    run_scenario(1, 1, 200000, 0, 0);
+}
+
+Test(session, three_rings_two_workers, .timeout = 60)
+{
+    run_scenario(2, 3, 150000, 0, 0);
+}
+
+Test(session, four_rings_eight_workers, .timeout = 60)
+{
+    run_scenario(8, 4, 100000, 0, 0);
+}
+
+Test(session, invalid_record_stops_only_its_ring, .timeout = 60)
+{
+    /* The bad ring's producer keeps writing after the bad record: the
+     * reader must keep releasing it (lossless) or the test hangs. */
+    run_scenario(2, 2, 100000, 5000, 0);
+}
+
+Test(session, ring_with_bad_header_is_skipped, .timeout = 60)
+{
+    run_scenario(2, 2, 20000, 0, 1);
+}
+
+/* --- control protocol errors ------------------------------------------------ */
+
+static int run_against(void (*jitter)(int fd), char *err, size_t n)
+{
+    struct sluice_callbacks cb = {.sz = sizeof(cb)};
+    struct sluice_session *s;
+    int sv[2], rc;
+
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    s = sluice_session__new(sv[0], &cb, NULL);
+    cr_assert_not_null(s);
+    recv_hello(sv[1]);
+    jitter(sv[1]);
+    close(sv[1]);
+    rc = sluice_session__run(s);
+    snprintf(err, n, "%s", sluice_session__error(s));
+    sluice_session__free(s);
+    return rc;
+}
+
+static void refuse(int fd)
+{
+    send_type(fd, SLUICE_CTL_REFUSED, SLUICE_CTL_VERSION, "no consumer slot free");
+}
+
+static void hang_up(int fd)
+{
+    (void)fd;
+}
+
+static void wrong_version(int fd)
+{
+    send_type(fd, SLUICE_CTL_WELCOME, 77, NULL);
+}
+
+static void welcome_only(int fd)
+{
+    send_type(fd, SLUICE_CTL_WELCOME, SLUICE_CTL_VERSION, NULL);
+}
+
+static void short_datagram(int fd)
+{
+    welcome_only(fd);
+    cr_assert_eq(send(fd, "xy", 2, 0), 2);
+}
+
+Test(session, refused_returns_eproto_with_reason)
+{
+    char err[256];
+
+    cr_assert_eq(run_against(refuse, err, sizeof(err)), -EPROTO);
+    cr_assert(strstr(err, "no consumer slot free"), "%s", err);
+}
+
+Test(session, eof_before_welcome)
+{
+    char err[256];
+
+    cr_assert_eq(run_against(hang_up, err, sizeof(err)), -EPROTO);
+    cr_assert(strstr(err, "WELCOME"), "%s", err);
+}
+
+Test(session, wrong_protocol_version)
+{
+    char err[256];
+
+    cr_assert_eq(run_against(wrong_version, err, sizeof(err)), -EPROTO);
+    cr_assert(strstr(err, "version 77"), "%s", err);
+}
+
+Test(session, no_rings_is_an_empty_trace)
+{
+    char err[256];
+
+    cr_assert_eq(run_against(welcome_only, err, sizeof(err)), 0, "%s", err);
+}
+
+Test(session, malformed_datagram_is_reported)
+{
+    char err[256];
+
+    cr_assert_eq(run_against(short_datagram, err, sizeof(err)), -EPROTO);
+    cr_assert(strstr(err, "control socket"), "%s", err);
+}
+
+Test(session, hello_says_lossy)
+{
+    struct sluice_callbacks cb = {.sz = sizeof(cb)};
+    struct sluice_consumer_opts opts = {.sz = sizeof(opts), .lossy = 1};
+    struct sluice_session *s;
+    int sv[2];
+
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    s = sluice_session__new(sv[0], &cb, &opts);
+    cr_assert_not_null(s);
+    cr_assert_eq(recv_hello(sv[1]).lossless, 0);
+    sluice_session__free(s);
+    close(sv[1]);
+}
+
+Test(session, new_rejects_bad_arguments)
+{
+    struct sluice_callbacks cb = {.sz = 0};
+    int sv[2];
+
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    errno = 0;
+    cr_assert_null(sluice_session__new(sv[0], &cb, NULL));
+    cr_assert_eq(errno, EINVAL);
+    cr_assert_eq(fcntl(sv[0], F_GETFD), -1, "fd closed on failure too");
+    cr_assert_null(sluice_session__new(-1, &cb, NULL));
+    sluice_session__free(NULL);
+    close(sv[1]);
+}
