@@ -1,0 +1,87 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""exit: `sluice run` ends the way its guest ends, and says why it cannot run one.
+
+For each architecture, the exitcode guest exits with 0, 3 and 255, dies of an
+unhandled SIGSEGV, of abort() (SIGABRT) and of raise(SIGKILL); `sluice run`
+must end with the same status (the same signal, re-raised) and the same
+stdout as the guest run directly under qemu-<arch>. Then sluice's own usage
+errors: a program that is not an ELF file of a supported machine (a 32-bit
+ARM ELF, a text file) and a missing program must exit 2 with exactly one
+line on stderr.
+
+  exit_status.py --sluice build/consumer/sluice --guests build/tests/guests
+"""
+
+import argparse
+import os
+import signal
+import sys
+import tempfile
+
+import common
+
+CASES = ["0", "3", "255", "segv", "abort", "kill"]
+
+
+def describe(rc):
+    return "signal %s" % signal.Signals(-rc).name if rc < 0 else "exit %d" % rc
+
+
+def usage_error(args, tmp, what, prog):
+    out = os.path.join(tmp, "usage.out")
+    rc, _, err = common.run(common.cmd_sluice(args.sluice, "stats", out, prog, []))
+    lines = err.decode(errors="replace").splitlines()
+    if rc != 2 or len(lines) != 1:
+        print("usage error (%s): want exit 2 and one line on stderr, got %s and %r"
+              % (what, describe(rc), lines[:5]))
+        return False
+    print("usage error (%s): ok: %s" % (what, lines[0]))
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sluice", required=True)
+    ap.add_argument("--guests", required=True)
+    args = ap.parse_args()
+    common.qemu_dir()
+    common.need_file(args.sluice, "sluice")
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="sluice-exit-") as tmp:
+        for arch in common.ARCHES:
+            prog = common.need_file(os.path.join(args.guests, "exitcode-" + arch),
+                                    "guest exitcode-" + arch)
+            for case in CASES:
+                rc0, out0, _ = common.run(common.cmd_plain(arch, prog, [case]))
+                out = os.path.join(tmp, "stats.out")
+                rc1, out1, err1 = common.run(common.cmd_sluice(args.sluice, "stats", out, prog, [case]))
+                good = rc1 == rc0 and out1 == out0
+                print("%s %s: qemu %s, sluice %s%s%s" % (
+                    arch, case, describe(rc0), describe(rc1),
+                    "" if out1 == out0 else " (stdout %r, want %r)" % (out1, out0),
+                    "" if good else " FAILED; sluice stderr: %r" % err1[-300:]))
+                ok = ok and good
+
+        # a 32-bit ARM ELF: the mipsel guest with e_machine set to EM_ARM (40)
+        arm = os.path.join(tmp, "arm32")
+        with open(os.path.join(args.guests, "exitcode-mipsel"), "rb") as f:
+            data = bytearray(f.read())
+        data[18:20] = (40).to_bytes(2, "little")
+        with open(arm, "wb") as f:
+            f.write(data)
+        os.chmod(arm, 0o755)
+        text = os.path.join(tmp, "text")
+        with open(text, "w") as f:
+            f.write("#!/bin/sh\necho not an ELF file\n")
+        os.chmod(text, 0o755)
+        ok = usage_error(args, tmp, "32-bit ARM ELF", arm) and ok
+        ok = usage_error(args, tmp, "text file", text) and ok
+        ok = usage_error(args, tmp, "missing program", os.path.join(tmp, "no-such-program")) and ok
+    if not ok:
+        common.fail("exit: sluice does not end like its guest")
+    print("exit: all ok")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
