@@ -63,7 +63,7 @@ int ring_reader__closed(const struct ring_reader *r);
  * that do not fit are skipped without copying.
  * @param[out]   buf     destination, 8-byte aligned, @p cap bytes
  * @param        cap     capacity in bytes, >= 32 (the largest non-PAD record)
- * @param[inout] last_pc PC of the last EXEC record before the copied run;
+ * @param[in,out] last_pc PC of the last EXEC record before the copied run;
  *                       updated to the last one inside it
  * @return bytes copied (0: nothing published); -EPROTO for an invalid record
  *         header (r->err gives tid and byte position), a record crossing
