@@ -52,14 +52,16 @@ def need_file(path, what):
     return path
 
 
-def guest_env():
-    """The environment every run gets, identical for traced and untraced runs.
+def guest_env(sluice=False):
+    """The environment of a run; the guest sees the same one in every run.
 
     QEMU_RAND_SEED makes AT_RANDOM (stack canary, pointer guard) the same in
-    every run.
+    every run. SLUICE_QEMU_DIR goes to sluice only: sluice's QEMU hides
+    SLUICE_* variables from the guest (qemu-patch 0004), so giving it to the
+    other runs would change the guest's environment, hence its stack.
     """
     env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "QEMU_RAND_SEED": "1"}
-    for k in ("SLUICE_QEMU_DIR", "HOME", "XDG_RUNTIME_DIR", "TMPDIR"):
+    for k in ("HOME", "XDG_RUNTIME_DIR", "TMPDIR") + (("SLUICE_QEMU_DIR",) if sluice else ()):
         if k in os.environ:
             env[k] = os.environ[k]
     return env
@@ -69,7 +71,7 @@ def run(cmd, timeout=600, stdin=None):
     """Runs cmd; returns (returncode, stdout bytes, stderr bytes)."""
     try:
         p = subprocess.run(cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           env=guest_env(), timeout=timeout)
+                           env=guest_env(sluice=cmd[1:2] == ["run"]), timeout=timeout)
     except subprocess.TimeoutExpired:
         fail("timed out after %ds: %s" % (timeout, " ".join(cmd)))
     return p.returncode, p.stdout, p.stderr
