@@ -17,8 +17,8 @@ mipsel, whose ll/sc loops retry under contention, only the set of distinct
 masked events). On the first difference it prints guest, arch, thread, event
 index, expected and actual lines with context.
 
-  exact.py --sluice build/consumer/sluice --plugin build/tests/plugin/libreftrace.so
-           --guests build/tests/guests [--arch A]... [--guest G]... [--self-check]
+  exact.py --sluice build/consumer/sluice --plugin build/tests/e2e/libreftrace.so
+           --guests build/tests/e2e [--arch A]... [--guest G]... [--self-check]
 
 --self-check compares two reference runs instead (no sluice needed): it
 checks the guests, the plugin and this comparison.

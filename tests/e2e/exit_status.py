@@ -10,7 +10,7 @@ errors: a program that is not an ELF file of a supported machine (a 32-bit
 ARM ELF, a text file) and a missing program must exit 2 with exactly one
 line on stderr.
 
-  exit_status.py --sluice build/consumer/sluice --guests build/tests/guests
+  exit_status.py --sluice build/consumer/sluice --guests build/tests/e2e
 """
 
 import argparse

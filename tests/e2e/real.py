@@ -13,7 +13,7 @@ as a multiset) equal those of the reference plugin in count mode, exactly,
 with nothing lost. sort runs with --parallel=1 where it has the option: GNU
 sort's worker threads race, and racing threads have no exact count to compare.
 
-  real.py --sluice build/consumer/sluice --plugin build/tests/plugin/libreftrace.so
+  real.py --sluice build/consumer/sluice --plugin build/tests/e2e/libreftrace.so
           [--self-check] [--size MB]
 
 --self-check compares two reference runs instead (no sluice needed).
