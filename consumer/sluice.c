@@ -2,7 +2,7 @@
 /*
  * sluice.c — the `sluice` command.
  *
- *   sluice run [--tool dump|stats] [--json] [-o FILE] [--workers N] [--lossy] -- PROGRAM [ARGS]
+ *   sluice run [--tool dump|stats] [--json] [-o FILE] [--workers N] -- PROGRAM [ARGS]
  *
  * Main thread: parses arguments, finds qemu-<arch> and the jitter, attaches
  * a libsluice session to one end of a socketpair, starts QEMU with the other
@@ -36,20 +36,18 @@ struct run_args {
     int json;
     const char *out;
     unsigned workers;
-    int lossy;
     char **prog; /* PROGRAM ARGS..., NULL-terminated (argv's tail) */
 };
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: sluice run [--tool dump|stats] [--json] [-o FILE] [--workers N] [--lossy]\n"
+    fprintf(f, "usage: sluice run [--tool dump|stats] [--json] [-o FILE] [--workers N]\n"
                "                  -- PROGRAM [ARGS...]\n"
                "  --tool T     analysis: stats (default; counts per thread) or dump (one line\n"
                "               per executed instruction and memory access)\n"
                "  --json       stats as one JSON object on one line\n"
                "  -o FILE      write the tool's output to FILE (default: stderr)\n"
                "  --workers N  decoding threads (default: online CPUs)\n"
-               "  --lossy      never slow the guest down; count dropped records instead\n"
                "environment: SLUICE_QEMU_DIR (holds bin/qemu-<arch>), SLUICE_JITTER\n");
 }
 
@@ -109,8 +107,6 @@ static int parse_run(int argc, char **argv, struct run_args *a)
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) {
             a->json = 1;
-        } else if (strcmp(argv[i], "--lossy") == 0) {
-            a->lossy = 1;
         } else if ((v = opt_value(argc, argv, &i, "--tool"))) {
             if (!(a->tool = find_tool(v))) {
                 return usage_error("unknown tool '%s'", v);
@@ -174,7 +170,7 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
 {
     struct sluice_callbacks cb = {.sz = sizeof(cb)};
     struct sluice_consumer_opts opts = {
-        .sz = sizeof(opts), .workers = a->workers, .lossy = a->lossy};
+        .sz = sizeof(opts), .workers = a->workers};
     char err[256];
     int sv[2];
     pid_t pid;

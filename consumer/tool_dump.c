@@ -4,7 +4,7 @@
  *
  *   <tid> EXEC 0x<pc>
  *   <tid> READ<size> 0x<pc> addr=0x<addr> val=0x<val>
- *   <tid> WRITE<size> 0x<pc> addr=0x<addr> val=0x<val>     (size 16: val=0x<hi>:<lo>)
+ *   <tid> WRITE<size> 0x<pc> addr=0x<addr> val=0x<val>     (size 16: val=0x<hi>:0x<lo>)
  *   <tid> LOST <count>
  *
  * Hex is lowercase and unpadded, sizes are in bytes, values are masked to
@@ -105,7 +105,7 @@ static int on_mem(const struct sluice_thread_info *t, const struct sluice_mem *m
     if (m->size == 16) {
         p = put_hex(p, m->value_hi);
         *p++ = ':';
-        return finish(l, put_xdigits(p, m->value));
+        return finish(l, put_hex(p, m->value));
     }
     return finish(l, put_hex(p, m->value));
 }

@@ -74,7 +74,8 @@ struct sluice_callbacks {
 struct sluice_consumer_opts {
     size_t sz;        /**< sizeof(struct sluice_consumer_opts) */
     unsigned workers; /**< worker threads; 0 = number of online CPUs */
-    int lossy;        /**< 0 (default): lossless, the guest waits for us; 1: lossy */
+    int lossy;        /**< 0 (default): lossless, the guest waits for us. 1: lossy — experimental: the jitter does not yet
+                       write LOST records for what it overwrites, so an overrun ends that ring with -EPROTO */
 };
 
 /** Per-thread and total counters, filled when a session ends. */
