@@ -70,6 +70,6 @@ ninja -C build >&2
 say "built sluice in ./build"
 
 if [ $example = 1 ]; then
-    say "tracing the shipped example: build/tests/guests/loops-aarch64 (an aarch64 program)"
-    build/consumer/sluice run --tool stats -- build/tests/guests/loops-aarch64
+    say "tracing the shipped example: build/tests/e2e/loops-aarch64 (an aarch64 program)"
+    build/consumer/sluice run --tool stats -- build/tests/e2e/loops-aarch64
 fi
