@@ -23,7 +23,10 @@ import tempfile
 
 import common
 
-GUESTS = ["loops", "memops", "segv", "threads", "forkexec"]
+# (guest, arguments): every exit path of a process is covered — normal
+# exit, exit(3), a fatal SIGSEGV and abort() — plus fork, exec and threads.
+GUESTS = [("loops", []), ("memops", []), ("segv", []), ("threads", []), ("forkexec", []),
+          ("exitcode", ["3"]), ("exitcode", ["segv"]), ("exitcode", ["abort"])]
 
 
 def compare(where, ref, act):
@@ -45,14 +48,15 @@ def compare(where, ref, act):
     return ok, len(eo), sum(len(s) for s in et.values())
 
 
-def check_one(args, tmp, guest, arch):
-    where = "%s/%s" % (guest, arch)
+def check_one(args, tmp, guest, gargs, arch):
+    where = "%s/%s" % (" ".join([guest] + gargs), arch)
     prog = common.need_file(os.path.join(args.guests, "%s-%s" % (guest, arch)), "guest " + where)
-    rc0, out0, _ = common.run(common.cmd_plain(arch, prog, []))
-    ref = common.fresh(os.path.join(tmp, "%s-%s.ref" % (guest, arch)))
-    act = common.fresh(os.path.join(tmp, "%s-%s.act" % (guest, arch)))
+    rc0, out0, _ = common.run(common.cmd_plain(arch, prog, gargs))
+    name = "-".join([guest] + gargs + [arch])
+    ref = common.fresh(os.path.join(tmp, name + ".ref"))
+    act = common.fresh(os.path.join(tmp, name + ".act"))
     plugin = {"QEMU_PLUGIN": "%s,out=%s,mode=dump" % (args.plugin, ref)}
-    rc, out, err = common.run(common.cmd_sluice(args.sluice, "dump", act, prog, []),
+    rc, out, err = common.run(common.cmd_sluice(args.sluice, "dump", act, prog, gargs),
                               extra_env=plugin)
     ok = True
     if rc != rc0 or out != out0:
@@ -82,14 +86,15 @@ def main():
     common.qemu_dir()
     common.need_file(args.plugin, "reference plugin (configure meson with -Dqemu_dir)")
     common.need_file(args.sluice, "sluice")
-    arches, guests = args.arch or common.ARCHES, args.guest or GUESTS
+    arches = args.arch or common.ARCHES
+    guests = [g for g in GUESTS if not args.guest or g[0] in args.guest]
     failed = []
     with tempfile.TemporaryDirectory(prefix="sluice-exact-") as tmp:
         tmp = args.keep or tmp
         for arch in arches:
-            for guest in guests:
-                if not check_one(args, tmp, guest, arch):
-                    failed.append("%s/%s" % (guest, arch))
+            for guest, gargs in guests:
+                if not check_one(args, tmp, guest, gargs, arch):
+                    failed.append("%s/%s" % ("-".join([guest] + gargs), arch))
     if failed:
         common.fail("exact: %d of %d differ: %s" % (len(failed), len(arches) * len(guests),
                                                      " ".join(failed)))
