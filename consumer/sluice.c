@@ -169,8 +169,7 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
                    struct sluice_session **sp)
 {
     struct sluice_callbacks cb = {.sz = sizeof(cb)};
-    struct sluice_consumer_opts opts = {
-        .sz = sizeof(opts), .workers = a->workers};
+    struct sluice_consumer_opts opts = {.sz = sizeof(opts), .workers = a->workers};
     char err[256];
     int sv[2];
     pid_t pid;

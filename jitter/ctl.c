@@ -33,7 +33,8 @@ struct consumer {
     int lossless; /* as asked in HELLO */
 };
 
-static struct consumer consumers[SLUICE_MAX_CONSUMERS] = {[0 ... SLUICE_MAX_CONSUMERS - 1] = {-1, 0}};
+static struct consumer consumers[SLUICE_MAX_CONSUMERS] = {
+    [0 ... SLUICE_MAX_CONSUMERS - 1] = {-1, 0}};
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char ctl_arch[16];
 

@@ -55,9 +55,8 @@ static int parse_ring_bytes(void)
     }
     v = strtoull(env, &end, 0);
     if (*end != '\0' || v < 4ull * SLUICE_RESERVE_MAX || (v & (v - 1))) {
-        fprintf(stderr,
-                "sluice-jitter: SLUICE_RING_BYTES=%s: need a power of two >= %u bytes\n", env,
-                4 * SLUICE_RESERVE_MAX);
+        fprintf(stderr, "sluice-jitter: SLUICE_RING_BYTES=%s: need a power of two >= %u bytes\n",
+                env, 4 * SLUICE_RESERVE_MAX);
         return -EINVAL;
     }
     J.ring_bytes = v;
@@ -82,8 +81,8 @@ static void j_thread_start(struct sluice_thread_slot *slot, uint32_t tid)
     struct ring *r;
 
     pthread_mutex_lock(&J.lock);
-    r = ring_create(J.ring_bytes, (uint32_t)getpid(), tid, J.seq++, J.arch, J.comm,
-                    J.big_endian, slot);
+    r = ring_create(J.ring_bytes, (uint32_t)getpid(), tid, J.seq++, J.arch, J.comm, J.big_endian,
+                    slot);
     if (!r) {
         /* No ring means records would go nowhere: refuse to run untraced silently. */
         fprintf(stderr, "sluice-jitter: cannot create the trace ring of thread %u: %s\n", tid,

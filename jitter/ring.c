@@ -44,8 +44,8 @@ static int map_ring(struct ring *r)
     }
     if (mmap(base, SLUICE_RING_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, r->fd,
              0) == MAP_FAILED ||
-        mmap(base + SLUICE_RING_HDR_BYTES, r->size, PROT_READ | PROT_WRITE,
-             MAP_SHARED | MAP_FIXED, r->fd, SLUICE_RING_HDR_BYTES) == MAP_FAILED ||
+        mmap(base + SLUICE_RING_HDR_BYTES, r->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+             r->fd, SLUICE_RING_HDR_BYTES) == MAP_FAILED ||
         mmap(base + SLUICE_RING_HDR_BYTES + r->size, r->size, PROT_READ | PROT_WRITE,
              MAP_SHARED | MAP_FIXED, r->fd, SLUICE_RING_HDR_BYTES) == MAP_FAILED) {
         munmap(base, r->map_bytes);
@@ -71,9 +71,8 @@ static void fill_hdr(struct sluice_ring_hdr *h, uint64_t size, uint32_t pid, uin
     snprintf(h->comm, sizeof(h->comm), "%s", comm);
 }
 
-struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq,
-                         const char *arch, const char *comm, int big_endian,
-                         struct sluice_thread_slot *slot)
+struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq, const char *arch,
+                         const char *comm, int big_endian, struct sluice_thread_slot *slot)
 {
     struct ring *r;
 

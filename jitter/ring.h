@@ -17,14 +17,14 @@
 #include <sluice/record.h>
 
 struct ring {
-    struct sluice_ring_hdr *hdr; /* header page (shared) */
-    uint8_t *data;               /* first of the two data mappings */
-    uint64_t size;               /* data bytes, a power of two */
-    uint64_t head;               /* published position (our copy of hdr->head) */
-    size_t map_bytes;            /* whole mapping: header + 2 * size */
-    int fd;                      /* the memfd, close-on-exec */
+    struct sluice_ring_hdr *hdr;     /* header page (shared) */
+    uint8_t *data;                   /* first of the two data mappings */
+    uint64_t size;                   /* data bytes, a power of two */
+    uint64_t head;                   /* published position (our copy of hdr->head) */
+    size_t map_bytes;                /* whole mapping: header + 2 * size */
+    int fd;                          /* the memfd, close-on-exec */
     struct sluice_thread_slot *slot; /* the vCPU's cursor and limit */
-    struct ring *next;           /* the process's list of rings (jitter.c) */
+    struct ring *next;               /* the process's list of rings (jitter.c) */
 };
 
 /**
@@ -33,9 +33,8 @@ struct ring {
  * point @p slot at it.
  * @return the ring, or NULL with errno set.
  */
-struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq,
-                         const char *arch, const char *comm, int big_endian,
-                         struct sluice_thread_slot *slot);
+struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq, const char *arch,
+                         const char *comm, int big_endian, struct sluice_thread_slot *slot);
 
 /** Unmap and close; the memfd lives on in consumers that hold it. */
 void ring_destroy(struct ring *r);

@@ -27,19 +27,20 @@ extern "C" {
 
 /** A guest thread, as its ring header describes it. Valid during a callback. */
 struct sluice_thread_info {
-    uint32_t pid;     /**< guest process id (host pid of its QEMU) */
-    uint32_t tid;     /**< guest thread id (host tid) */
-    uint32_t seq;     /**< ring number within the process (a thread may get a new ring after a failed exec) */
-    int big_endian;   /**< guest byte order */
+    uint32_t pid;   /**< guest process id (host pid of its QEMU) */
+    uint32_t tid;   /**< guest thread id (host tid) */
+    uint32_t seq;   /**< ring number within the process (a thread may get a new ring after a failed
+                       exec) */
+    int big_endian; /**< guest byte order */
     const char *arch; /**< QEMU target name, e.g. "x86_64" */
     const char *comm; /**< guest program name */
 };
 
 /** One guest memory access. */
 struct sluice_mem {
-    uint64_t pc;       /**< guest virtual address of the instruction (0 if unknown) */
-    uint64_t addr;     /**< guest virtual address accessed */
-    uint64_t value;    /**< value, low `size` bytes (masked; upper bytes zero); low half if size 16 */
+    uint64_t pc;    /**< guest virtual address of the instruction (0 if unknown) */
+    uint64_t addr;  /**< guest virtual address accessed */
+    uint64_t value; /**< value, low `size` bytes (masked; upper bytes zero); low half if size 16 */
     uint64_t value_hi; /**< high 8 bytes when size is 16, else 0 */
     uint32_t size;     /**< bytes: 1, 2, 4, 8 or 16 */
     uint32_t is_write; /**< 1 store, 0 load */
@@ -74,8 +75,9 @@ struct sluice_callbacks {
 struct sluice_consumer_opts {
     size_t sz;        /**< sizeof(struct sluice_consumer_opts) */
     unsigned workers; /**< worker threads; 0 = number of online CPUs */
-    int lossy;        /**< 0 (default): lossless, the guest waits for us. 1: lossy — experimental: the jitter does not yet
-                       write LOST records for what it overwrites, so an overrun ends that ring with -EPROTO */
+    int lossy; /**< 0 (default): lossless, the guest waits for us. 1: lossy — experimental: the
+                jitter does not yet write LOST records for what it overwrites, so an overrun ends
+                that ring with -EPROTO */
 };
 
 /** Per-thread and total counters, filled when a session ends. */

@@ -43,15 +43,15 @@ enum sluice_ctl_type {
 
 /** Every control message is exactly this struct (fixed size datagram). */
 struct sluice_ctl_msg {
-    uint32_t type;     /**< enum sluice_ctl_type */
-    uint32_t version;  /**< SLUICE_CTL_VERSION */
-    uint32_t pid;      /**< guest process (RING, WELCOME) */
-    uint32_t tid;      /**< guest thread (RING) */
-    uint32_t slot;     /**< consumer slot index in every ring header (WELCOME, RING) */
-    uint32_t lossless; /**< HELLO: 1 lossless, 0 lossy */
+    uint32_t type;       /**< enum sluice_ctl_type */
+    uint32_t version;    /**< SLUICE_CTL_VERSION */
+    uint32_t pid;        /**< guest process (RING, WELCOME) */
+    uint32_t tid;        /**< guest thread (RING) */
+    uint32_t slot;       /**< consumer slot index in every ring header (WELCOME, RING) */
+    uint32_t lossless;   /**< HELLO: 1 lossless, 0 lossy */
     uint64_t ring_bytes; /**< RING: data area size in bytes (power of two) */
-    char arch[16];     /**< QEMU target name (WELCOME, RING) */
-    char error[96];    /**< REFUSED: reason, NUL-terminated */
+    char arch[16];       /**< QEMU target name (WELCOME, RING) */
+    char error[96];      /**< REFUSED: reason, NUL-terminated */
 };
 
 #endif /* SLUICE_CTL_H */

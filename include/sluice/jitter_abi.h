@@ -74,7 +74,8 @@ struct sluice_jitter_ops {
     void (*publish)(struct sluice_thread_slot *slot);
     /** vCPU, the thread is exiting (exit(2), not the last thread): publish and close its ring. */
     void (*thread_exit)(struct sluice_thread_slot *slot);
-    /** Exclusive, the process exits (exit_group, last exit, fatal signal): publish and close all rings. */
+    /** Exclusive, the process exits (exit_group, last exit, fatal signal): publish and close all
+     * rings. */
     void (*process_exit)(int status);
     /** Exclusive, before execve(2): publish all rings (the exec may fail and return). */
     void (*exec_start)(void);

@@ -35,7 +35,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (pid == 0) {
-        char *args[] = { argv[0], "child", NULL };
+        char *args[] = {argv[0], "child", NULL};
 
         execv("/proc/self/exe", args);
         /* exec failed (foreign arch, no binfmt_misc): say the same thing */

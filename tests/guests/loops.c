@@ -25,20 +25,36 @@ static __attribute__((noinline)) unsigned collatz_steps(unsigned long n)
     return steps;
 }
 
-static unsigned op_add(unsigned a, unsigned b) { return a + b; }
-static unsigned op_xor(unsigned a, unsigned b) { return a ^ b; }
-static unsigned op_mul(unsigned a, unsigned b) { return a * b + 1; }
+static unsigned op_add(unsigned a, unsigned b)
+{
+    return a + b;
+}
+static unsigned op_xor(unsigned a, unsigned b)
+{
+    return a ^ b;
+}
+static unsigned op_mul(unsigned a, unsigned b)
+{
+    return a * b + 1;
+}
 
 static __attribute__((noinline)) unsigned dispatch(unsigned sel, unsigned a, unsigned b)
 {
     switch (sel % 7) {
-    case 0: return a + 1;
-    case 1: return a - b;
-    case 2: return a << (b & 7);
-    case 3: return a >> (b & 7);
-    case 4: return a | b;
-    case 5: return a & ~b;
-    default: return a * 3;
+    case 0:
+        return a + 1;
+    case 1:
+        return a - b;
+    case 2:
+        return a << (b & 7);
+    case 3:
+        return a >> (b & 7);
+    case 4:
+        return a | b;
+    case 5:
+        return a & ~b;
+    default:
+        return a * 3;
     }
 }
 
@@ -46,7 +62,7 @@ static char stdout_buf[4096];
 
 int main(void)
 {
-    unsigned (*ops[3])(unsigned, unsigned) = { op_add, op_xor, op_mul };
+    unsigned (*ops[3])(unsigned, unsigned) = {op_add, op_xor, op_mul};
     unsigned acc = 1, total_steps = 0;
     unsigned long n;
 

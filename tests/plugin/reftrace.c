@@ -182,7 +182,7 @@ static void insn_exec(unsigned int vcpu_index, void *udata)
 static void mem_access(unsigned int vcpu_index, qemu_plugin_meminfo_t info, uint64_t vaddr,
                        void *udata)
 {
-    static const char *const sizes[] = { "1 ", "2 ", "4 ", "8 ", "16 " };
+    static const char *const sizes[] = {"1 ", "2 ", "4 ", "8 ", "16 "};
     unsigned shift = qemu_plugin_mem_size_shift(info);
     qemu_plugin_mem_value v = qemu_plugin_mem_get_value(info);
     struct tbuf *b = buf_get();
@@ -233,12 +233,12 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         void *pc = (void *)(uintptr_t)qemu_plugin_insn_vaddr(insn);
 
         if (count_mode) {
-            qemu_plugin_register_vcpu_insn_exec_inline_per_vcpu(
-                insn, QEMU_PLUGIN_INLINE_ADD_U64, sc_insns, 1);
-            qemu_plugin_register_vcpu_mem_inline_per_vcpu(
-                insn, QEMU_PLUGIN_MEM_R, QEMU_PLUGIN_INLINE_ADD_U64, sc_loads, 1);
-            qemu_plugin_register_vcpu_mem_inline_per_vcpu(
-                insn, QEMU_PLUGIN_MEM_W, QEMU_PLUGIN_INLINE_ADD_U64, sc_stores, 1);
+            qemu_plugin_register_vcpu_insn_exec_inline_per_vcpu(insn, QEMU_PLUGIN_INLINE_ADD_U64,
+                                                                sc_insns, 1);
+            qemu_plugin_register_vcpu_mem_inline_per_vcpu(insn, QEMU_PLUGIN_MEM_R,
+                                                          QEMU_PLUGIN_INLINE_ADD_U64, sc_loads, 1);
+            qemu_plugin_register_vcpu_mem_inline_per_vcpu(insn, QEMU_PLUGIN_MEM_W,
+                                                          QEMU_PLUGIN_INLINE_ADD_U64, sc_stores, 1);
         } else {
             qemu_plugin_register_vcpu_insn_exec_cb(insn, insn_exec, QEMU_PLUGIN_CB_NO_REGS, pc);
             qemu_plugin_register_vcpu_mem_cb(insn, mem_access, QEMU_PLUGIN_CB_NO_REGS,
@@ -259,8 +259,9 @@ static void counts_emit(unsigned int vcpu, pid_t tid)
     if (i == 0 && l == 0 && s == 0) {
         return;
     }
-    n = snprintf(line, sizeof(line), "%d %d insns=%" PRIu64 " loads=%" PRIu64 " stores=%" PRIu64 "\n",
-                 (int)getpid(), (int)tid, i, l, s);
+    n = snprintf(line, sizeof(line),
+                 "%d %d insns=%" PRIu64 " loads=%" PRIu64 " stores=%" PRIu64 "\n", (int)getpid(),
+                 (int)tid, i, l, s);
     write_all(line, (size_t)n);
     qemu_plugin_u64_set(sc_insns, vcpu, 0);
     qemu_plugin_u64_set(sc_loads, vcpu, 0);
