@@ -327,8 +327,11 @@ static int check_ends(struct verifier *v)
         size_t last = (f + 1 < v->nfn ? v->fstart[f + 1] : v->n) - 1;
         uint8_t code = v->insns[last].code;
 
-        if ((v->flags[last] & F_LDDW_HI) ||
-            (code != (BPF_JMP | BPF_EXIT) && code != (BPF_JMP | BPF_JA))) {
+        if (v->flags[last] & F_LDDW_HI) {
+            return REJECT(v, last - 1, "falls off the end of the %s (ends with an lddw)",
+                          f ? "function" : "program");
+        }
+        if (code != (BPF_JMP | BPF_EXIT) && code != (BPF_JMP | BPF_JA)) {
             return REJECT(v, last, "falls off the end of the %s (last insn must be exit or ja)",
                           f ? "function" : "program");
         }
