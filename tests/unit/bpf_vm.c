@@ -642,8 +642,9 @@ Test(fault, unverified_program_refused)
     struct vm_prog prog;
     struct vm_args args = {0};
     uint64_t r0;
+    const struct vm_insn insns[] = {MOV64_K(0, 1)}; /* falls off the end */
 
-    cr_assert_eq(vm_prog_init(&prog, PROG(MOV64_K(0, 1)), &env, &err), -EINVAL);
+    cr_assert_eq(vm_prog_init(&prog, insns, 1, &env, &err), -EINVAL);
     cr_assert_eq(vm_run(&prog, &args, &r0, &err), -EINVAL);
     cr_assert(strstr(err.msg, "not verified"), "%s", err.msg);
 }
@@ -653,6 +654,8 @@ Test(fault, region_table_full)
     static uint8_t bufs[VM_MAX_REGIONS + 1];
     struct vm_region r = {(uint64_t)(uintptr_t)bufs, 1, false};
     struct vm_region regions[VM_MAX_REGIONS];
+    /* The program is borrowed by prog: it must outlive it (not a literal inside a macro). */
+    const struct vm_insn insns[] = {CALL(2), MOV64_X(6, 0), CALL(2), ADD64_X(0, 6), EXIT};
     struct vm_prog prog;
     struct vm_args args = {.regions = regions, .n_regions = VM_MAX_REGIONS - 1};
     uint64_t r0;
@@ -661,9 +664,7 @@ Test(fault, region_table_full)
         regions[i] = r;
     }
     /* One free slot: the first call to helper 2 gets it, the same region again needs none. */
-    cr_assert_eq(
-        vm_prog_init(&prog, PROG(CALL(2), MOV64_X(6, 0), CALL(2), ADD64_X(0, 6), EXIT), &env, &err),
-        0);
+    cr_assert_eq(vm_prog_init(&prog, insns, 5, &env, &err), 0, "%s", err.msg);
     cr_assert_eq(vm_run(&prog, &args, &r0, &err), 0, "%s", err.msg);
     cr_assert_eq(r0, 2 * (uint64_t)(uintptr_t)value);
     args.n_regions = VM_MAX_REGIONS;
