@@ -36,6 +36,11 @@ int launch_find_program(const char *prog, char *path, size_t n, char *err, size_
 
     if (strchr(prog, '/')) {
         snprintf(path, n, "%s", prog);
+        if (!is_exec_file(path)) {
+            snprintf(err, errn, "%s: %s", prog,
+                     access(path, F_OK) ? strerror(errno) : "not an executable file");
+            return -1;
+        }
         return 0;
     }
     for (dirs = dirs ? dirs : "/usr/local/bin:/usr/bin:/bin"; *dirs;) {
@@ -212,6 +217,29 @@ static void child(const char *qemu, const char *jitter, const char *prog, char *
     _exit(127);
 }
 
+/* The guest's QEMU, for forwarding termination requests to it. */
+static volatile pid_t guest_pid;
+
+/* SIGTERM/SIGHUP to sluice are meant for the guest: pass them on, then let
+ * the trace end normally so the report of what ran is still written. */
+static void forward_to_guest(int sig)
+{
+    if (guest_pid > 0) {
+        kill(guest_pid, sig);
+    }
+}
+
+static void forward_signals(void)
+{
+    struct sigaction fwd;
+
+    memset(&fwd, 0, sizeof(fwd));
+    fwd.sa_handler = forward_to_guest;
+    fwd.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &fwd, NULL);
+    sigaction(SIGHUP, &fwd, NULL);
+}
+
 pid_t launch_spawn(const char *qemu, const char *jitter, const char *prog, char *const args[],
                    int consumer_fd, char *err, size_t errn)
 {
@@ -233,7 +261,10 @@ pid_t launch_spawn(const char *qemu, const char *jitter, const char *prog, char 
         snprintf(err, errn, "fork: %s", strerror(errno));
         sigaction(SIGINT, &old_int, NULL);
         sigaction(SIGQUIT, &old_quit, NULL);
+        return pid;
     }
+    guest_pid = pid;
+    forward_signals();
     return pid;
 }
 

@@ -45,8 +45,10 @@ int launch_jitter_path(const char *default_path, char *path, size_t n, char *err
 /**
  * fork+exec `qemu -jitter jitter prog args...` with @p consumer_fd
  * inherited and named in $SLUICE_CONSUMER_FD. Ignores SIGINT and SIGQUIT
- * in the calling process from here on (the guest gets them from the tty);
- * the child keeps the dispositions sluice started with.
+ * in the calling process from here on (the guest gets them from the tty),
+ * and forwards SIGTERM and SIGHUP to the child (so `timeout` or a closed
+ * terminal ends the guest and sluice still reports); the child keeps the
+ * dispositions sluice started with.
  * @param args NULL-terminated guest arguments after the program (argv[1..])
  * @return the child's pid, or -1 with a message in @p err.
  */

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "launch.h"
+#include "sluice/ctl.h"
 #include "progress.h"
 #include "sluice/consumer.h"
 #include "tools.h"
@@ -48,7 +49,9 @@ static void usage(FILE *f)
                "  --json       stats as one JSON object on one line\n"
                "  -o FILE      write the tool's output to FILE (default: stderr)\n"
                "  --workers N  decoding threads (default: online CPUs)\n"
-               "environment: SLUICE_QEMU_DIR (holds bin/qemu-<arch>), SLUICE_JITTER\n");
+               "environment: SLUICE_QEMU_DIR (holds bin/qemu-<arch>), SLUICE_JITTER (the jitter\n"
+               "  library), SLUICE_RING_BYTES (ring per guest thread: a power of two, 256 KiB to\n"
+               "  1 GiB, default 16 MiB)\n");
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -129,6 +132,9 @@ static int parse_run(int argc, char **argv, struct run_args *a)
     if (i >= argc) {
         return usage_error("%s", "run: no PROGRAM given");
     }
+    if (a->json && a->tool != &tool_stats) {
+        return usage_error("%s", "--json goes with --tool stats");
+    }
     a->prog = argv + i;
     return -1;
 }
@@ -153,6 +159,14 @@ static int resolve(const struct run_args *a, struct run_paths *p)
     char err[PATH_MAX + 128];
     const char *arch;
 
+    const char *ring_bytes = getenv(SLUICE_RING_BYTES_ENV);
+    uint64_t unused;
+
+    if (sluice_ring_bytes_parse(ring_bytes, &unused) < 0) {
+        fprintf(stderr, "sluice: %s=%s: need a power of two from %llu to %llu bytes\n",
+                SLUICE_RING_BYTES_ENV, ring_bytes, SLUICE_RING_BYTES_MIN, SLUICE_RING_BYTES_MAX);
+        return -1;
+    }
     if (launch_find_program(a->prog[0], p->prog, sizeof(p->prog), err, sizeof(err)) ||
         !(arch = launch_elf_arch(p->prog, err, sizeof(err))) ||
         launch_qemu_path(arch, SLUICE_QEMU_DIR_DEFAULT, p->qemu, sizeof(p->qemu), err,
@@ -220,7 +234,9 @@ static int cmd_run(int argc, char **argv)
         sluice_session__free(s);
         return 2;
     }
-    if (isatty(STDERR_FILENO) && env.out != stderr) {
+    /* Progress lines share the terminal with the guest: only when the guest
+     * is not interactive (stdin not a tty) and the tool writes elsewhere. */
+    if (isatty(STDERR_FILENO) && !isatty(STDIN_FILENO) && env.out != stderr) {
         progress_start(&prog, s, 2);
     }
     t0 = now();

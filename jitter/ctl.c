@@ -25,9 +25,6 @@
 
 #include <sluice/ctl.h>
 
-/* Keep our socket away from the low fds the guest expects to own. */
-#define CTL_FD_MIN 900
-
 struct consumer {
     int fd;       /* connected SOCK_SEQPACKET, close-on-exec; -1 = free */
     int lossless; /* as asked in HELLO */
@@ -164,7 +161,7 @@ int ctl_init(const char *arch)
                 SLUICE_CONSUMER_FD_ENV, env);
         return -EBADF;
     }
-    own = fcntl((int)fd, F_DUPFD_CLOEXEC, CTL_FD_MIN);
+    own = fcntl((int)fd, F_DUPFD_CLOEXEC, JITTER_FD_MIN);
     if (own < 0) {
         err = errno;
         fprintf(stderr, "sluice-jitter: cannot keep the consumer socket: %s\n", strerror(err));

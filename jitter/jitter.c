@@ -17,10 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sluice/ctl.h>
 #include <sluice/jitter_abi.h>
-
-/* Default ring data size per guest thread; SLUICE_RING_BYTES overrides. */
-#define DEFAULT_RING_BYTES (16u << 20)
 
 static struct {
     pthread_mutex_t lock; /* guards rings and seq */
@@ -45,21 +43,13 @@ void jitter_for_each_ring(void (*fn)(struct ring *r, void *arg), void *arg)
 
 static int parse_ring_bytes(void)
 {
-    const char *env = getenv("SLUICE_RING_BYTES");
-    char *end;
-    unsigned long long v;
+    const char *env = getenv(SLUICE_RING_BYTES_ENV);
 
-    J.ring_bytes = DEFAULT_RING_BYTES;
-    if (!env) {
-        return 0;
-    }
-    v = strtoull(env, &end, 0);
-    if (*end != '\0' || v < 4ull * SLUICE_RESERVE_MAX || (v & (v - 1))) {
-        fprintf(stderr, "sluice-jitter: SLUICE_RING_BYTES=%s: need a power of two >= %u bytes\n",
-                env, 4 * SLUICE_RESERVE_MAX);
+    if (sluice_ring_bytes_parse(env, &J.ring_bytes) < 0) {
+        fprintf(stderr, "sluice-jitter: %s=%s: need a power of two from %llu to %llu bytes\n",
+                SLUICE_RING_BYTES_ENV, env, SLUICE_RING_BYTES_MIN, SLUICE_RING_BYTES_MAX);
         return -EINVAL;
     }
-    J.ring_bytes = v;
     return 0;
 }
 

@@ -16,6 +16,7 @@
 #include "ring.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdio.h>
@@ -56,6 +57,25 @@ static int map_ring(struct ring *r)
     return 0;
 }
 
+/*
+ * A close-on-exec memfd placed at or above JITTER_FD_MIN, so the guest's
+ * own descriptors keep the numbers they would have without tracing.
+ */
+static int ring_memfd(void)
+{
+    int fd = memfd_create("sluice-ring", MFD_CLOEXEC), high;
+
+    if (fd < 0) {
+        return -1;
+    }
+    high = fcntl(fd, F_DUPFD_CLOEXEC, JITTER_FD_MIN);
+    if (high < 0) {
+        return fd; /* no room up there (low RLIMIT_NOFILE): keep the low one */
+    }
+    close(fd);
+    return high;
+}
+
 static void fill_hdr(struct sluice_ring_hdr *h, uint64_t size, uint32_t pid, uint32_t tid,
                      uint32_t seq, const char *arch, const char *comm, int big_endian)
 {
@@ -87,7 +107,7 @@ struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq
     }
     r->size = size;
     r->map_bytes = SLUICE_RING_HDR_BYTES + 2 * size;
-    r->fd = memfd_create("sluice-ring", MFD_CLOEXEC);
+    r->fd = ring_memfd();
     if (r->fd < 0 || ftruncate(r->fd, SLUICE_RING_HDR_BYTES + size) < 0 || map_ring(r) < 0) {
         int err = errno;
         if (r->fd >= 0) {

@@ -16,6 +16,9 @@
 #include <sluice/jitter_abi.h>
 #include <sluice/record.h>
 
+/* The jitter's descriptors live at or above this number, away from the guest's. */
+#define JITTER_FD_MIN 900
+
 struct ring {
     struct sluice_ring_hdr *hdr;     /* header page (shared) */
     uint8_t *data;                   /* first of the two data mappings */

@@ -54,4 +54,50 @@ struct sluice_ctl_msg {
     char error[96];      /**< REFUSED: reason, NUL-terminated */
 };
 
+/** Environment variable: ring data bytes per guest thread (see sluice_ring_bytes_parse()). */
+#define SLUICE_RING_BYTES_ENV "SLUICE_RING_BYTES"
+/** Default ring data size: 16 MiB per guest thread. */
+#define SLUICE_RING_BYTES_DEFAULT (16ull << 20)
+/** Smallest ring: 256 KiB, four times the most a translation block may reserve. */
+#define SLUICE_RING_BYTES_MIN (256ull << 10)
+/** Largest ring: 1 GiB per guest thread (it is mapped twice). */
+#define SLUICE_RING_BYTES_MAX (1ull << 30)
+
+/**
+ * Parse a ring size given in bytes (decimal, or hex with 0x). NULL or "" means
+ * SLUICE_RING_BYTES_DEFAULT.
+ * @param[in] text the value of SLUICE_RING_BYTES, or NULL
+ * @param[out] bytes the size, a power of two within [SLUICE_RING_BYTES_MIN, SLUICE_RING_BYTES_MAX]
+ * @return 0, or -1 if @p text is not such a number (@p bytes untouched).
+ */
+static inline int sluice_ring_bytes_parse(const char *text, uint64_t *bytes)
+{
+    uint64_t v = 0;
+    int base = 10;
+
+    if (!text || !*text) {
+        *bytes = SLUICE_RING_BYTES_DEFAULT;
+        return 0;
+    }
+    if (text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+        base = 16;
+        text += 2;
+    }
+    for (; *text; text++) {
+        unsigned d = (unsigned)(*text >= '0' && *text <= '9'   ? *text - '0'
+                                : *text >= 'a' && *text <= 'f' ? *text - 'a' + 10
+                                : *text >= 'A' && *text <= 'F' ? *text - 'A' + 10
+                                                               : 99);
+        if (d >= (unsigned)base || v > SLUICE_RING_BYTES_MAX) {
+            return -1;
+        }
+        v = v * (uint64_t)base + d;
+    }
+    if (v < SLUICE_RING_BYTES_MIN || v > SLUICE_RING_BYTES_MAX || (v & (v - 1))) {
+        return -1;
+    }
+    *bytes = v;
+    return 0;
+}
+
 #endif /* SLUICE_CTL_H */
