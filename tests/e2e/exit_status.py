@@ -3,9 +3,11 @@
 """exit: `sluice run` ends the way its guest ends, and says why it cannot run one.
 
 For each architecture, the exitcode guest exits with 0, 3 and 255, dies of an
-unhandled SIGSEGV, of abort() (SIGABRT) and of raise(SIGKILL); `sluice run`
-must end with the same status (the same signal, re-raised) and the same
-stdout as the guest run directly under qemu-<arch>. Then sluice's own usage
+unhandled SIGSEGV, of abort() (SIGABRT) and of raise(SIGKILL), and prints
+the descriptor open() returns; `sluice run` must end with the same status
+(the same signal, re-raised) and the same stdout as the guest run directly
+under qemu-<arch>. SIGTERM sent to sluice must reach the guest, and the
+report of what ran must still be written. Then sluice's own usage
 errors: a program that is not an ELF file of a supported machine (a 32-bit
 ARM ELF, a text file) and a missing program must exit 2 with exactly one
 line on stderr.
@@ -14,14 +16,17 @@ line on stderr.
 """
 
 import argparse
+import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
+import time
 
 import common
 
-CASES = ["0", "3", "255", "segv", "abort", "kill"]
+CASES = ["0", "3", "255", "segv", "abort", "kill", "fd"]
 
 
 def describe(rc):
@@ -38,6 +43,33 @@ def usage_error(args, tmp, what, prog):
         return False
     print("usage error (%s): ok: %s" % (what, lines[0]))
     return True
+
+
+def sigterm_reaches_guest(args, tmp):
+    """SIGTERM to sluice ends the guest (an endless loop) and the report is still written."""
+    out = os.path.join(tmp, "term.json")
+    cmd = common.cmd_sluice(args.sluice, "stats", out, "/bin/sh", ["-c", "while :; do :; done"],
+                            extra=["--json"])
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         env=common.guest_env(sluice=True))
+    time.sleep(2)
+    p.send_signal(signal.SIGTERM)
+    try:
+        _, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        print("SIGTERM: sluice still running 60 s after SIGTERM")
+        return False
+    try:
+        with open(out) as f:
+            insns = json.load(f)["total"]["insns"]
+    except (OSError, ValueError, KeyError) as e:
+        print("SIGTERM: no report (%s); stderr %r" % (e, err[-300:]))
+        return False
+    good = p.returncode == -signal.SIGTERM and insns > 0
+    print("SIGTERM: sluice %s, report of %d instructions%s" % (
+        describe(p.returncode), insns, "" if good else " FAILED (want signal SIGTERM, insns > 0)"))
+    return good
 
 
 def main():
@@ -78,6 +110,9 @@ def main():
         ok = usage_error(args, tmp, "32-bit ARM ELF", arm) and ok
         ok = usage_error(args, tmp, "text file", text) and ok
         ok = usage_error(args, tmp, "missing program", os.path.join(tmp, "no-such-program")) and ok
+        os.chmod(arm, 0o644)
+        ok = usage_error(args, tmp, "not executable", arm) and ok
+        ok = sigterm_reaches_guest(args, tmp) and ok
     if not ok:
         common.fail("exit: sluice does not end like its guest")
     print("exit: all ok")

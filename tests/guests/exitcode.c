@@ -6,7 +6,9 @@
  *   exitcode segv   unhandled SIGSEGV (store through a null pointer)
  *   exitcode abort  abort() (SIGABRT)
  *   exitcode kill   raise(SIGKILL)
+ *   exitcode fd     print the descriptor open() returns (tracing must not shift it)
  */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +17,7 @@
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: exitcode N|segv|abort|kill\n");
+        fprintf(stderr, "usage: exitcode N|segv|abort|kill|fd\n");
         return 2;
     }
     printf("exitcode %s\n", argv[1]);
@@ -28,6 +30,9 @@ int main(int argc, char **argv)
         abort();
     } else if (strcmp(argv[1], "kill") == 0) {
         raise(SIGKILL);
+    } else if (strcmp(argv[1], "fd") == 0) {
+        printf("open() returned %d\n", open("/proc/self/exe", O_RDONLY));
+        return 0;
     }
     exit(atoi(argv[1]));
 }
