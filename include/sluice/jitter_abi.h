@@ -65,9 +65,11 @@ struct sluice_jitter_ops {
     /** vCPU, before the thread's first guest instruction: create its ring, fill @p slot. */
     void (*thread_start)(struct sluice_thread_slot *slot, uint32_t tid);
     /**
-     * vCPU, from translated code (TB start) or a memory helper: publish what
-     * is written and return once `limit - cursor >= need` bytes (waiting for
-     * lossless consumers when the ring is full). @p need <= SLUICE_RESERVE_MAX.
+     * vCPU, from translated code (TB start, or after a label inside a TB) or
+     * a memory helper: publish what is written and return once
+     * `limit - cursor >= need` bytes (waiting for lossless consumers when the
+     * ring is full). @p need <= SLUICE_RESERVE_MAX + 32 (a helper's record
+     * plus room for the rest of its TB).
      */
     void (*reserve)(struct sluice_thread_slot *slot, uint64_t need);
     /** vCPU, when the thread leaves translated code for a syscall: publish. */
@@ -89,7 +91,7 @@ struct sluice_jitter_ops {
     void (*fork_end)(int child, struct sluice_thread_slot *slot, uint32_t tid);
 };
 
-/** The most that reserve() may be asked for, in bytes (sizes translation blocks). */
+/** Room a translation block may need, in bytes (sizes TBs; reserve() gets at most this + 32). */
 #define SLUICE_RESERVE_MAX (64u * 1024)
 
 /** Name of the symbol the jitter exports. */
