@@ -10,7 +10,8 @@
  * program sections that hold whole instructions. Objects sluice does not
  * support are refused here too, where the message can be precise: a legacy
  * `maps` section, struct_ops, extern symbols (.kconfig, .ksyms), CO-RE
- * relocations in .BTF.ext, duplicate section names.
+ * relocations in .BTF.ext, duplicate section names. The BTF itself is
+ * checked by filter_btf.c.
  *
  * Runs on the loading thread; allocates only what libelf needs, freed before
  * it returns. The buffer is never written (libelf converts nothing for a
@@ -21,6 +22,7 @@
 
 #include <errno.h>
 #include <gelf.h>
+#include <linux/bpf.h>
 #include <linux/btf.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -365,6 +367,100 @@ static int check_relocations(struct elf_view *v)
     return 0;
 }
 
+/* ---- bpf-to-bpf calls ---------------------------------------------------------------------- */
+
+/*
+ * libbpf 1.1 takes a call without a relocation for a call inside .text, even
+ * from another section. Clang never emits one outside .text, and libbpf can
+ * then free a relocation array twice (append_subprog_relos() calls
+ * realloc(p, 0) when neither program has relocations; found by tests/fuzz).
+ * So outside .text, every call must have its relocation.
+ */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* The sorted offsets of the relocations applying to section @target, malloc'ed in *out. */
+static int rel_offsets(struct elf_view *v, size_t target, const char *tname, uint64_t **out,
+                       size_t *n)
+{
+    size_t i, k;
+
+    *out = NULL;
+    *n = 0;
+    for (i = 1; i < v->shnum; i++) {
+        GElf_Shdr sh;
+        Elf_Data *data;
+
+        if (get_shdr(v, i, &sh) < 0 || sh.sh_type != SHT_REL || sh.sh_info != target) {
+            continue;
+        }
+        if (*out) {
+            return filter_fail(v->ld, -EINVAL, "section '%s': more than one relocation section",
+                               tname);
+        }
+        *n = sh.sh_size / sizeof(Elf64_Rel); /* whole entries: checked by check_rel_section() */
+        data = elf_getdata(elf_getscn(v->e, i), NULL);
+        if (!data || !(*out = malloc((*n ? *n : 1) * sizeof(**out)))) {
+            return filter_fail(v->ld, -ENOMEM, "out of memory");
+        }
+        for (k = 0; k < *n; k++) {
+            GElf_Rel r;
+
+            (*out)[k] = gelf_getrel(data, (int)k, &r) ? r.r_offset : UINT64_MAX;
+        }
+        qsort(*out, *n, sizeof(**out), cmp_u64);
+    }
+    return 0;
+}
+
+static int check_section_calls(struct elf_view *v, size_t idx, const GElf_Shdr *sh)
+{
+    const char *name = sec_name(v, sh);
+    const uint8_t *code = sec_bytes(v, sh);
+    uint64_t *offs;
+    size_t n_offs, i;
+    int rc = rel_offsets(v, idx, name, &offs, &n_offs);
+
+    for (i = 0; !rc && i < sh->sh_size / sizeof(struct vm_insn); i++) {
+        uint64_t off = i * sizeof(struct vm_insn);
+        struct vm_insn in;
+
+        memcpy(&in, code + off, sizeof(in));
+        if (in.code == (BPF_JMP | BPF_CALL) && in.src == BPF_PSEUDO_CALL &&
+            !(n_offs && bsearch(&off, offs, n_offs, sizeof(*offs), cmp_u64))) {
+            rc = filter_fail(v->ld, -EINVAL,
+                             "section '%s': insn %zu: bpf-to-bpf call without a relocation", name,
+                             i);
+        }
+    }
+    free(offs);
+    return rc;
+}
+
+static int check_calls(struct elf_view *v)
+{
+    size_t i;
+    int rc;
+
+    for (i = 1; i < v->shnum; i++) {
+        GElf_Shdr sh;
+
+        if ((rc = get_shdr(v, i, &sh))) {
+            return rc;
+        }
+        if ((sh.sh_flags & SHF_EXECINSTR) && strcmp(sec_name(v, &sh), ".text") != 0 &&
+            (rc = check_section_calls(v, i, &sh))) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
 /* ---- CO-RE relocations (.BTF.ext) ---------------------------------------------------------- */
 
 static uint32_t u32_at(const uint8_t *p)
@@ -422,6 +518,16 @@ static int find_section(const struct elf_view *v, const char *want, GElf_Shdr *o
     return -ENOENT;
 }
 
+static int check_btf(struct elf_view *v)
+{
+    GElf_Shdr btf;
+
+    if (find_section(v, ".BTF", &btf) < 0) {
+        return 0;
+    }
+    return filter_btf_check(v->ld, sec_bytes(v, &btf), btf.sh_size);
+}
+
 static int check_core(struct elf_view *v)
 {
     GElf_Shdr ext, btf;
@@ -473,7 +579,7 @@ int filter_elf_check(struct filter_load *ld, const void *buf, size_t size)
         return filter_fail(ld, -EINVAL, "not an ELF object (%s)", elf_errmsg(-1));
     }
     if (!(rc = check_ehdr(&v)) && !(rc = check_sections(&v)) && !(rc = check_symbols(&v)) &&
-        !(rc = check_relocations(&v))) {
+        !(rc = check_relocations(&v)) && !(rc = check_calls(&v)) && !(rc = check_btf(&v))) {
         rc = check_core(&v);
     }
     elf_end(v.e);

@@ -6,7 +6,8 @@
  * include it.
  *
  * Stages of filter_open_mem() (filter.c), in order:
- *   1. filter_elf_check()      (filter_elf.c)  the raw ELF, with libelf, before libbpf sees it;
+ *   1. filter_elf_check()      (filter_elf.c)  the raw ELF, with libelf, before libbpf sees it,
+ *                                              and its BTF (filter_btf.c);
  *   2. filter_libbpf_open()    (filter_load.c) libbpf parses it; programs and maps are checked;
  *   3. filter_build_data()     (filter_load.c) our maps and global sections are made;
  *   4. filter_apply_sets()     (filter_set.c)  --set values, through BTF, into the globals;
@@ -112,6 +113,18 @@ int filter_fail(const struct filter_load *ld, int rc, const char *fmt, ...)
  * @return 0; -EINVAL (ld->err says why); -ENOMEM.
  */
 int filter_elf_check(struct filter_load *ld, const void *buf, size_t size);
+
+/**
+ * Part of stage 1 (called by filter_elf_check()): parse the object's .BTF
+ * with libbpf's btf__new() alone and check every type ID and string offset
+ * the types refer to, and that typedef/modifier chains end: libbpf 1.1
+ * follows them unchecked when it opens an object.
+ * @param[in] ld   the load (for messages)
+ * @param[in] data the .BTF section, @p size bytes
+ * @param[in] size bytes
+ * @return 0; -EINVAL (ld->err says why); -ENOMEM.
+ */
+int filter_btf_check(struct filter_load *ld, const void *data, size_t size);
 
 /**
  * Stage 2: open @p buf with libbpf (no bpf() syscall is made), then check

@@ -171,6 +171,33 @@ Test(refuse, garbage_after_an_elf_header)
     free(obj);
 }
 
+/* Inputs tests/fuzz found that crashed libbpf 1.1 before the loader checked for them. */
+static void regression(const char *file, const char *want)
+{
+    const char *dir = getenv("FUZZ_REGRESSIONS_DIR");
+    char path[4096];
+    struct filter *f = NULL;
+
+    cr_assert(dir, "$FUZZ_REGRESSIONS_DIR is not set (run through meson test)");
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    cr_assert_eq(filter_open_file(path, NULL, 0, NULL, &f, err, sizeof(err)), -EINVAL, "%s", err);
+    cr_assert(strstr(err, want), "%s: want \"%s\" in \"%s\"", file, want, err);
+}
+
+Test(refuse, btf_reference_to_a_missing_type)
+{
+    /* libbpf 1.1 dereferenced NULL for the variable of the .maps DATASEC. */
+    regression("libbpf-btf-datasec-var-type.elf",
+               ": BTF type [14]: refers to a type that does not exist: 196621");
+}
+
+Test(refuse, call_without_relocation)
+{
+    /* libbpf 1.1 freed a relocation array twice (realloc(p, 0) in append_subprog_relos). */
+    regression("libbpf-call-without-relocation.elf",
+               ": section 'sluice/inst': insn 1: bpf-to-bpf call without a relocation");
+}
+
 Test(refuse, not_elf_at_all)
 {
     static const uint8_t text[] = "#include <bpf/bpf_helpers.h>\n";
