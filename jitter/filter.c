@@ -151,6 +151,9 @@ int filter_open_file(const char *path, const struct filter_set *sets, size_t n_s
     struct stat st;
     int fd, rc;
 
+    if (out) {
+        *out = NULL;
+    }
     if (!path || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
         rc = path ? -errno : -EINVAL;
         return filter_fail(&ld, rc, "cannot open: %s", strerror(-rc));

@@ -36,9 +36,11 @@
  * is lost silently; the fault is counted and the first one is reported on
  * stderr with the guest pc and the instruction index.
  *
- * Include it after `<bpf/bpf_helpers.h>` when compiling for BPF (sluice
- * compiles `.bpf.c` files with `-I/usr/include/$(gcc -dumpmachine)` so that
- * `<linux/types.h>` resolves). The host side (the jitter) includes it too.
+ * When compiling for BPF, include `<linux/bpf.h>` (the `__u64` types
+ * `<bpf/bpf_helpers.h>` needs, map types, update flags), then
+ * `<bpf/bpf_helpers.h>`, then this header (sluice compiles `.bpf.c` files
+ * with `-I/usr/include/$(gcc -print-multiarch)` so that `<linux/types.h>`
+ * resolves). The host side (the jitter) includes it too.
  */
 #ifndef SLUICE_FILTER_H
 #define SLUICE_FILTER_H
@@ -116,15 +118,25 @@ struct sluice_image {
  * [SLUICE_HELPER_BASE, SLUICE_HELPER_BASE + 100).
  *
  * - 1 `bpf_map_lookup_elem(map, key)`: pointer to the value or NULL.
- * - 2 `bpf_map_update_elem(map, key, value, flags)`: 0, -E2BIG (hash full),
- *   -EEXIST (BPF_NOEXIST and present), -ENOENT (BPF_EXIST and absent),
- *   -EINVAL (bad flags or array index out of range).
+ * - 2 `bpf_map_update_elem(map, key, value, flags)`: 0, -E2BIG (hash full,
+ *   or array index out of range, as in the kernel), -EEXIST (BPF_NOEXIST and
+ *   present: always so in an array), -ENOENT (BPF_EXIST and absent),
+ *   -EINVAL (bad flags).
  * - 3 `bpf_map_delete_elem(map, key)`: 0, -ENOENT, -EINVAL (array maps).
- * - 6 `bpf_trace_printk(fmt, fmt_size, a, b, c)`: the message goes in-band to
- *   the consumer; conversions %d %i %u %x %X %c %s %p with l/ll, and %%.
- *   Returns bytes written, or -EINVAL (bad format), -EBUSY (rate-limited:
- *   more than 100 messages in one second; the drops are counted).
- * - 7 `bpf_get_prandom_u32()`: a pseudo-random 32-bit value.
+ * - 6 `bpf_trace_printk(fmt, fmt_size, a, b, c)`: fmt_size counts the
+ *   format's NUL. The message goes in-band to the consumer; conversions
+ *   %d %i %u %x %X with l/ll (none: 32 bits), %c, %s, %p (printed 0x and
+ *   hex), %%, flags "0+- " and a width up to 64, as in the kernel; longer
+ *   messages are cut at 511 bytes, %s strings at 255. Returns bytes written,
+ *   or -EINVAL (bad format), -EBUSY (rate-limited: more than 100 messages
+ *   in one second; the drops are counted).
+ * - 7 `bpf_get_prandom_u32()`: a pseudo-random 32-bit value (the same
+ *   sequence on every run of sluice).
+ *
+ * A map argument that is not one of the object's maps, or a pointer
+ * argument (key, value, format, %s string, out, name) that does not cover
+ * the bytes the helper needs in memory the program may access, is a
+ * run-time fault (see above), not an error return.
  */
 #define SLUICE_HELPER_BASE 1000
 /** Helper ID of sluice_image_of(). */
