@@ -175,13 +175,14 @@ static int check_maps(struct filter_load *ld)
             n_user++;
         }
         total += bytes;
-        if (total > FILTER_MEMORY_MAX || n_user > FILTER_MAX_MAPS ||
-            n_global > FILTER_MAX_GLOBALS) {
+        if (n_user > FILTER_MAX_MAPS || n_global > FILTER_MAX_GLOBALS) {
+            return filter_fail(ld, -EINVAL, "more than %d maps or %d global sections",
+                               FILTER_MAX_MAPS, FILTER_MAX_GLOBALS);
+        }
+        if (total > FILTER_MEMORY_MAX) {
             return filter_fail(ld, -EINVAL,
-                               "too big: maps and globals need more than %llu bytes, or more than "
-                               "%d maps or %d global sections",
-                               (unsigned long long)FILTER_MEMORY_MAX, FILTER_MAX_MAPS,
-                               FILTER_MAX_GLOBALS);
+                               "maps and global sections need more than %llu bytes in all",
+                               (unsigned long long)FILTER_MEMORY_MAX);
         }
         ld->n_refs++;
     }

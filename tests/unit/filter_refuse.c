@@ -77,6 +77,11 @@ Test(refuse, map_over_the_memory_cap)
                         "268435456 bytes in all)");
 }
 
+Test(refuse, maps_over_the_memory_cap_together)
+{
+    refused("too_much_memory", ": maps and global sections need more than 268435456 bytes in all");
+}
+
 Test(refuse, verifier_unknown_helper)
 {
     refused("unknown_helper", ": section 'sluice/mem': insn 0: unknown helper 5");
