@@ -45,6 +45,7 @@ struct elf_view {
     size_t symtab;   /* index of the symbol table */
     size_t strtab;   /* its string table */
     size_t n_syms;
+    Elf_Data *syms; /* the symbol table's data, once check_symbols() accepted it */
 };
 
 static bool span_ok(uint64_t off, uint64_t len, uint64_t size)
@@ -290,6 +291,7 @@ static int check_symbols(struct elf_view *v)
             return rc;
         }
     }
+    v->syms = data;
     return 0;
 }
 
@@ -367,14 +369,19 @@ static int check_relocations(struct elf_view *v)
     return 0;
 }
 
-/* ---- bpf-to-bpf calls ---------------------------------------------------------------------- */
+/* ---- code: calls and lddw ------------------------------------------------------------------ */
 
 /*
- * libbpf 1.1 takes a call without a relocation for a call inside .text, even
- * from another section. Clang never emits one outside .text, and libbpf can
- * then free a relocation array twice (append_subprog_relos() calls
- * realloc(p, 0) when neither program has relocations; found by tests/fuzz).
- * So outside .text, every call must have its relocation.
+ * Two things in code that libbpf 1.1 gets wrong on hostile input (both found
+ * by tests/fuzz):
+ *  - it takes a call without a relocation for a call inside .text, even from
+ *    another section, and can then free a relocation array twice
+ *    (append_subprog_relos() calls realloc(p, 0) when neither program has
+ *    relocations). Clang never emits one outside .text: there, every call
+ *    must have its relocation;
+ *  - it copies each function (STT_FUNC symbol) on its own and writes the
+ *    second slot of a relocated lddw past the copy when a function ends
+ *    between the two slots. No lddw may straddle a function boundary.
  */
 
 static int cmp_u64(const void *a, const void *b)
@@ -384,14 +391,17 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static bool in_sorted(uint64_t x, const uint64_t *arr, size_t n)
+{
+    return n && bsearch(&x, arr, n, sizeof(*arr), cmp_u64);
+}
+
 /* The sorted offsets of the relocations applying to section @target, malloc'ed in *out. */
 static int rel_offsets(struct elf_view *v, size_t target, const char *tname, uint64_t **out,
                        size_t *n)
 {
     size_t i, k;
 
-    *out = NULL;
-    *n = 0;
     for (i = 1; i < v->shnum; i++) {
         GElf_Shdr sh;
         Elf_Data *data;
@@ -418,31 +428,69 @@ static int rel_offsets(struct elf_view *v, size_t target, const char *tname, uin
     return 0;
 }
 
-static int check_section_calls(struct elf_view *v, size_t idx, const GElf_Shdr *sh)
+/* The sorted offsets where functions of section @idx start and end, malloc'ed in *out. */
+static int func_bounds(struct elf_view *v, size_t idx, uint64_t **out, size_t *n)
 {
-    const char *name = sec_name(v, sh);
-    const uint8_t *code = sec_bytes(v, sh);
-    uint64_t *offs;
-    size_t n_offs, i;
-    int rc = rel_offsets(v, idx, name, &offs, &n_offs);
+    size_t i;
 
-    for (i = 0; !rc && i < sh->sh_size / sizeof(struct vm_insn); i++) {
-        uint64_t off = i * sizeof(struct vm_insn);
-        struct vm_insn in;
+    if (!(*out = malloc((2 * v->n_syms + 1) * sizeof(**out)))) {
+        return filter_fail(v->ld, -ENOMEM, "out of memory");
+    }
+    for (i = 0; i < v->n_syms; i++) {
+        GElf_Sym s;
 
-        memcpy(&in, code + off, sizeof(in));
-        if (in.code == (BPF_JMP | BPF_CALL) && in.src == BPF_PSEUDO_CALL &&
-            !(n_offs && bsearch(&off, offs, n_offs, sizeof(*offs), cmp_u64))) {
-            rc = filter_fail(v->ld, -EINVAL,
-                             "section '%s': insn %zu: bpf-to-bpf call without a relocation", name,
-                             i);
+        if (gelf_getsym(v->syms, (int)i, &s) && s.st_shndx == idx &&
+            GELF_ST_TYPE(s.st_info) == STT_FUNC) {
+            (*out)[(*n)++] = s.st_value;
+            (*out)[(*n)++] = s.st_value + s.st_size; /* in the section: check_symbol() */
         }
     }
-    free(offs);
+    qsort(*out, *n, sizeof(**out), cmp_u64);
+    return 0;
+}
+
+static int check_insn_refs(struct elf_view *v, const char *name, size_t i, const uint8_t *code,
+                           bool text, const uint64_t *rels, size_t n_rels, const uint64_t *bounds,
+                           size_t n_bounds)
+{
+    uint64_t off = i * sizeof(struct vm_insn);
+    struct vm_insn in;
+
+    memcpy(&in, code + off, sizeof(in));
+    if (!text && in.code == (BPF_JMP | BPF_CALL) && in.src == BPF_PSEUDO_CALL &&
+        !in_sorted(off, rels, n_rels)) {
+        return filter_fail(v->ld, -EINVAL,
+                           "section '%s': insn %zu: bpf-to-bpf call without a relocation", name, i);
+    }
+    if (in.code == (BPF_LD | BPF_IMM | BPF_DW) && in_sorted(off + sizeof(in), bounds, n_bounds)) {
+        return filter_fail(v->ld, -EINVAL,
+                           "section '%s': insn %zu: lddw split by a function "
+                           "boundary",
+                           name, i);
+    }
+    return 0;
+}
+
+static int check_section_code(struct elf_view *v, size_t idx, const GElf_Shdr *sh)
+{
+    const char *name = sec_name(v, sh);
+    bool text = strcmp(name, ".text") == 0;
+    uint64_t *rels = NULL, *bounds = NULL;
+    size_t n_rels = 0, n_bounds = 0, i;
+    int rc = rel_offsets(v, idx, name, &rels, &n_rels);
+
+    if (!rc) {
+        rc = func_bounds(v, idx, &bounds, &n_bounds);
+    }
+    for (i = 0; !rc && i < sh->sh_size / sizeof(struct vm_insn); i++) {
+        rc = check_insn_refs(v, name, i, sec_bytes(v, sh), text, rels, n_rels, bounds, n_bounds);
+    }
+    free(rels);
+    free(bounds);
     return rc;
 }
 
-static int check_calls(struct elf_view *v)
+static int check_code(struct elf_view *v)
 {
     size_t i;
     int rc;
@@ -453,8 +501,7 @@ static int check_calls(struct elf_view *v)
         if ((rc = get_shdr(v, i, &sh))) {
             return rc;
         }
-        if ((sh.sh_flags & SHF_EXECINSTR) && strcmp(sec_name(v, &sh), ".text") != 0 &&
-            (rc = check_section_calls(v, i, &sh))) {
+        if ((sh.sh_flags & SHF_EXECINSTR) && (rc = check_section_code(v, i, &sh))) {
             return rc;
         }
     }
@@ -579,7 +626,7 @@ int filter_elf_check(struct filter_load *ld, const void *buf, size_t size)
         return filter_fail(ld, -EINVAL, "not an ELF object (%s)", elf_errmsg(-1));
     }
     if (!(rc = check_ehdr(&v)) && !(rc = check_sections(&v)) && !(rc = check_symbols(&v)) &&
-        !(rc = check_relocations(&v)) && !(rc = check_calls(&v)) && !(rc = check_btf(&v))) {
+        !(rc = check_relocations(&v)) && !(rc = check_code(&v)) && !(rc = check_btf(&v))) {
         rc = check_core(&v);
     }
     elf_end(v.e);

@@ -203,6 +203,13 @@ Test(refuse, call_without_relocation)
                ": section 'sluice/inst': insn 1: bpf-to-bpf call without a relocation");
 }
 
+Test(refuse, lddw_split_by_a_function_end)
+{
+    /* libbpf 1.1 wrote the lddw's second slot past its copy of the function. */
+    regression("libbpf-lddw-split-by-function-end.elf",
+               ": section '.text': insn 81: lddw split by a function boundary");
+}
+
 Test(refuse, not_elf_at_all)
 {
     static const uint8_t text[] = "#include <bpf/bpf_helpers.h>\n";
