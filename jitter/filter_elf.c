@@ -7,16 +7,18 @@
  * 1.1 reads without (or with too little) checking is checked here first:
  * section headers and data inside the buffer, symbol names and section
  * indices that exist, relocations whose offsets and symbols are in range,
- * program sections that hold whole instructions. Objects sluice does not
+ * program sections that hold whole instructions, calls that have their
+ * relocation, lddw pairs that no function boundary splits (the last three
+ * after crashes tests/fuzz found in libbpf 1.1). Objects sluice does not
  * support are refused here too, where the message can be precise: a legacy
  * `maps` section, struct_ops, extern symbols (.kconfig, .ksyms), CO-RE
  * relocations in .BTF.ext, duplicate section names. The BTF itself is
  * checked by filter_btf.c.
  *
- * Runs on the loading thread; allocates only what libelf needs, freed before
- * it returns. The buffer is never written (libelf converts nothing for a
- * little-endian object on a little-endian host, and big-endian ones are
- * refused before libelf sees them).
+ * Runs on the loading thread; what it allocates (libelf's state, sorted
+ * offset tables) is freed before it returns. The buffer is never written
+ * (libelf converts nothing for a little-endian object on a little-endian
+ * host, and big-endian ones are refused before libelf sees them).
  */
 #include "filter_internal.h"
 

@@ -308,6 +308,17 @@ Test(faults, return_value_out_of_range)
     faults(7, -ERANGE, "sluice/inst returned 7 (must be 0 to 2)");
 }
 
+Test(faults, context_is_read_only_and_exactly_its_size)
+{
+    faults(8, -EFAULT, "write of 4 bytes to read-only memory at 0x");
+    faults(9, -EFAULT, "out-of-bounds read of 8 bytes at 0x");
+}
+
+Test(faults, rodata_is_read_only)
+{
+    faults(10, -EFAULT, "write of 8 bytes to read-only memory at 0x");
+}
+
 Test(faults, no_program_for_the_hook)
 {
     struct filter *f = test_load(GOOD, "faults", NULL, 0, NULL);
@@ -385,4 +396,27 @@ Test(images, without_a_host)
     cr_assert_eq(r->v[0], -ENOENT);
     cr_assert_eq(r->v[5], 0);
     filter_free(f);
+}
+
+/* ---- bpf_get_prandom_u32 ---------------------------------------------------------------- */
+
+Test(prandom, same_sequence_on_every_load)
+{
+    /* xorshift64* from FILTER_PRANDOM_SEED, high 32 bits of the product. */
+    static const int64_t want[8] = {0xd83b3e2,  0x54c44c79, 0xa845f342, 0x7d6e0b87,
+                                    0x90d8d6e5, 0x9de6cf0f, 0xd5664048, 0x674bfece};
+
+    for (int load = 0; load < 2; load++) {
+        struct filter *f = test_load(GOOD, "prandom", NULL, 0, NULL);
+        const struct results *r = test_results(f);
+
+        for (int run = 0; run < 2; run++) {
+            cr_assert_eq(test_inst(f, ctx0), SLUICE_NEVER);
+            for (int i = 0; i < 4; i++) {
+                cr_assert_eq(r->v[i], want[4 * run + i], "load %d run %d value %d: %#llx", load,
+                             run, i, (unsigned long long)r->v[i]);
+            }
+        }
+        filter_free(f);
+    }
 }

@@ -14,6 +14,8 @@ struct {
     __type(value, __u32);
 } hash SEC(".maps");
 
+const volatile __u64 knob = 1;
+
 SEC("sluice/inst") int hook_inst(struct sluice_inst_ctx *ctx)
 {
     __u64 key = 1;
@@ -41,6 +43,14 @@ SEC("sluice/inst") int hook_inst(struct sluice_inst_ctx *ctx)
         return bpf_trace_printk((const char *)ctx->pc, 8) > 0;
     case 7: /* a return value hook_inst may not give */
         return (int)ctx->length;
+    case 8: /* a store into the context */
+        *(volatile __u32 *)&ctx->reserved = 1;
+        return 0;
+    case 9: /* a load past the context's 48 bytes */
+        return *(volatile __u64 *)((char *)ctx + sizeof(*ctx)) ? 1 : 0;
+    case 10: /* a store into .rodata */
+        *(volatile __u64 *)&knob = 2;
+        return 0;
     }
     return SLUICE_NEVER;
 }
