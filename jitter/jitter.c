@@ -8,7 +8,9 @@
  * exit, exec, fork), never by translated code.
  */
 #include "ctl.h"
+#include "image.h"
 #include "jitter.h"
+#include "lift.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -61,6 +63,11 @@ static int j_init(const struct sluice_host_info *info)
     snprintf(J.comm, sizeof(J.comm), "%s", base ? base + 1 : info->exe);
     J.big_endian = (int)info->big_endian;
     if (parse_ring_bytes() < 0) {
+        return -EINVAL;
+    }
+    /* Without it no image is "main"; filters still see the others. */
+    (void)image_init(info->exe);
+    if (lift_init() < 0) {
         return -EINVAL;
     }
     return ctl_init(J.arch);
@@ -126,6 +133,7 @@ static void publish_ring(struct ring *r, void *arg)
 static void j_process_exit(int status)
 {
     (void)status;
+    lift_report();
     jitter_for_each_ring(close_ring, NULL);
 }
 
@@ -168,6 +176,13 @@ static void j_fork_end(int child, struct sluice_thread_slot *slot, uint32_t tid)
     j_thread_start(slot, tid);
 }
 
+static void j_mmap(uint64_t start, uint64_t len, int prot, int flags, int fd, uint64_t offset)
+{
+    (void)prot;
+    (void)flags;
+    image_mmap(start, len, fd, offset);
+}
+
 __attribute__((visibility("default"))) const struct sluice_jitter_ops sluice_jitter_ops = {
     .abi_version = SLUICE_JITTER_ABI_VERSION,
     .size = sizeof(struct sluice_jitter_ops),
@@ -180,4 +195,9 @@ __attribute__((visibility("default"))) const struct sluice_jitter_ops sluice_jit
     .exec_start = j_exec_start,
     .fork_start = j_fork_start,
     .fork_end = j_fork_end,
+    .hook_inst = lift_hook_inst,
+    .hook_mem = lift_hook_mem,
+    .once_hit = lift_once_hit,
+    .mmap = j_mmap,
+    .munmap = image_munmap,
 };

@@ -54,6 +54,12 @@ struct sluice_ctl_msg {
     char error[96];      /**< REFUSED: reason, NUL-terminated */
 };
 
+/** Environment variable: path of the filter object (ELF, BPF) the jitter loads; unset = trace all.
+ */
+#define SLUICE_FILTER_ENV "SLUICE_FILTER"
+/** Environment variable: the filter's --set values, "NAME=VALUE" lines separated by '\n'. */
+#define SLUICE_FILTER_SET_ENV "SLUICE_FILTER_SET"
+
 /** Environment variable: ring data bytes per guest thread (see sluice_ring_bytes_parse()). */
 #define SLUICE_RING_BYTES_ENV "SLUICE_RING_BYTES"
 /** Default ring data size: 16 MiB per guest thread. */

@@ -15,14 +15,15 @@
  * holds start_exclusive(): every other vCPU is stopped outside translated
  * code, so its slot's cursor is up to date in memory.
  *
- * Changelog: 1 — first version.
+ * Changelog: 1 — first version. 2 — lift-time decisions (hook_inst, hook_mem,
+ * once_hit), the helper_mem word, and guest mmap/munmap notifications.
  */
 #ifndef SLUICE_JITTER_ABI_H
 #define SLUICE_JITTER_ABI_H
 
 #include <stdint.h>
 
-#define SLUICE_JITTER_ABI_VERSION 1u
+#define SLUICE_JITTER_ABI_VERSION 2u
 
 /**
  * Per-vCPU producer state. It lives in QEMU's CPUNegativeOffsetState
@@ -37,6 +38,38 @@ struct sluice_thread_slot {
     uint64_t *cursor; /**< next record's address (host pointer into the ring's data mapping) */
     uint64_t *limit;  /**< end of the space granted by the last reserve() */
     void *ring;       /**< the jitter's ring for this thread; NULL = not tracing */
+    /**
+     * Written by translated code before each guest instruction that calls
+     * a helper: which instruction that is and whether the memory accesses
+     * helpers make for it are recorded (SLUICE_HELPER_MEM_* bits | pc).
+     * 0 = record nothing.
+     */
+    uint64_t helper_mem;
+};
+
+/** helper_mem: record the helpers' loads. */
+#define SLUICE_HELPER_MEM_R (1ull << 62)
+/** helper_mem: record the helpers' stores. */
+#define SLUICE_HELPER_MEM_W (1ull << 63)
+/** helper_mem: the guest pc, in the low 56 bits. */
+#define SLUICE_HELPER_MEM_PC ((1ull << 56) - 1)
+
+/** hook_inst's answers (the values of SLUICE_NEVER/ALWAYS/ONCE in <sluice/filter.h>). */
+enum sluice_hook_inst {
+    SLUICE_HOOK_NEVER = 0,  /**< emit nothing */
+    SLUICE_HOOK_ALWAYS = 1, /**< emit an exec record inline */
+    SLUICE_HOOK_ONCE = 2,   /**< emit a call to the once helper (see once_hit) */
+};
+
+/** sluice_lift_insn.flags: the instruction ends its TB (translate_insn set is_jmp). */
+#define SLUICE_LIFT_ENDS_TB 0x1u
+
+/** An instruction QEMU has just lifted (translator_loop, after translate_insn). */
+struct sluice_lift_insn {
+    uint64_t pc;       /**< guest virtual address */
+    uint32_t length;   /**< bytes (db->pc_next - pc, or the recorded length of a fake insn) */
+    uint32_t flags;    /**< SLUICE_LIFT_* bits */
+    uint8_t bytes[16]; /**< first min(length, 16) bytes; the rest 0 */
 };
 
 /** What QEMU tells the jitter at load. */
@@ -89,6 +122,37 @@ struct sluice_jitter_ops {
      * @p child is 1: forget the parent's rings and give @p slot a new ring for @p tid.
      */
     void (*fork_end)(int child, struct sluice_thread_slot *slot, uint32_t tid);
+
+    /**
+     * Lift time (the vCPU translating, mmap_lock held), once per guest
+     * instruction lifted, after it is decoded.
+     * @return a sluice_hook_inst value; anything else counts as ALWAYS.
+     */
+    int (*hook_inst)(struct sluice_thread_slot *slot, const struct sluice_lift_insn *insn);
+    /**
+     * Lift time, once per guest memory access site, as QEMU lifts it (so
+     * before hook_inst for the same instruction); @p size is in bytes, 0 for
+     * the accesses helpers make for that instruction.
+     * @return 1 to record the access, 0 to emit nothing.
+     */
+    int (*hook_mem)(struct sluice_thread_slot *slot, uint64_t pc, uint32_t size, int is_write);
+    /**
+     * vCPU, run time, from the code a SLUICE_HOOK_ONCE instruction runs:
+     * claim the first hit of @p pc in this process. Thread-safe: exactly one
+     * caller per pc gets 1; it then appends the exec record and QEMU
+     * invalidates the TB so the re-translation asks hook_inst again.
+     * @return 1 for the first hit, 0 otherwise.
+     */
+    int (*once_hit)(uint64_t pc);
+    /**
+     * Any thread, mmap_lock held: the guest range [start, start + len)
+     * (bytes, page-aligned) is now mapped; @p fd is the file (still open
+     * during the call) or -1 for anonymous memory; @p offset is the file
+     * offset in bytes. Replaces what was mapped there before.
+     */
+    void (*mmap)(uint64_t start, uint64_t len, int prot, int flags, int fd, uint64_t offset);
+    /** Any thread, mmap_lock held: the guest range [start, start + len) is unmapped. */
+    void (*munmap)(uint64_t start, uint64_t len);
 };
 
 /** Room a translation block may need, in bytes (sizes TBs; reserve() gets at most this + 32). */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /**
  * @file record.h
- * @brief sluice trace records and the shared ring layout (format version 1).
+ * @brief sluice trace records and the shared ring layout (format version 2).
  *
  * This header is shared by the QEMU patch (which emits records inline), the
  * jitter (which owns the rings) and the consumer library (which reads them).
@@ -21,14 +21,21 @@
  *   LOST          [hdr: count in bits 55..0]          1 word (written by the
  *                 jitter when records could not be kept; exact count)
  *   PAD           [hdr: words to skip in bits 55..0, including the header]
+ *   TEXT          [hdr: byte count n in bits 15..0][n bytes, zero-padded to
+ *                 whole words]  1 + ceil(n / 8) words (a filter's
+ *                 bpf_trace_printk message, in the lifting thread's ring)
  *
  * A MEM record's tag encodes direction and size: tag = 0x10 | W<<3 | log2(size),
  * W = 1 for a store. The value holds the access's value in its low `size`
  * bytes (guest byte order already undone, i.e. the value the guest program
  * sees in a register); the upper bytes are unspecified and the consumer
- * library masks them. A MEM record with PC 0 was made by a QEMU helper (an
- * atomic under CF_PARALLEL, or a target helper such as SVE or fxsave) and
- * belongs to the instruction of the preceding EXEC record.
+ * library masks them. Records made by QEMU helpers (atomics under
+ * CF_PARALLEL, target helpers such as SVE or fxsave) carry their
+ * instruction's PC like inline ones. A MEM record with PC 0 belongs to the
+ * instruction of the preceding EXEC record (format 1 helpers wrote those).
+ *
+ * With a filter, any record may be absent: an instruction's MEM records
+ * need not follow an EXEC record of the same PC.
  *
  * Loads are recorded after the access (the value is the loaded one); stores
  * are recorded after the access too, so an access that faults (SIGSEGV) is
@@ -58,7 +65,7 @@
 #include <stdint.h>
 
 /** Format version of records and ring header; bumped on any change. */
-#define SLUICE_FORMAT_VERSION 1u
+#define SLUICE_FORMAT_VERSION 2u
 /** `magic` of a ring header: "SLUICERG" as little-endian bytes. */
 #define SLUICE_RING_MAGIC 0x4752454349554c53ull
 
@@ -67,6 +74,7 @@ enum sluice_tag {
     SLUICE_TAG_PAD = 0x00,  /**< skip (bits 55..0) words, header included */
     SLUICE_TAG_EXEC = 0x01, /**< one executed instruction at the PC */
     SLUICE_TAG_LOST = 0x02, /**< (bits 55..0) records were lost here */
+    SLUICE_TAG_TEXT = 0x03, /**< a message of (bits 15..0) bytes follows */
     SLUICE_TAG_MEM = 0x10,  /**< base of the MEM tags, see sluice_mem_tag() */
 };
 
@@ -109,6 +117,15 @@ static inline uint64_t sluice_mem_hdr(uint64_t pc, unsigned log2_size, int is_wr
            (pc & SLUICE_PAYLOAD_MASK);
 }
 
+/** Most bytes of a TEXT record's message. */
+#define SLUICE_TEXT_MAX 1024u
+
+/** Header word of a TEXT record carrying @p len bytes (1..SLUICE_TEXT_MAX). */
+static inline uint64_t sluice_text_hdr(uint64_t len)
+{
+    return ((uint64_t)SLUICE_TAG_TEXT << SLUICE_TAG_SHIFT) | len;
+}
+
 /** Whether @p tag is a MEM tag. */
 static inline int sluice_tag_is_mem(unsigned tag)
 {
@@ -128,6 +145,10 @@ static inline unsigned sluice_rec_words(uint64_t hdr)
     }
     if (sluice_tag_is_mem(tag)) {
         return (tag & 7) == 4 ? 4 : 3;
+    }
+    if (tag == SLUICE_TAG_TEXT) {
+        uint64_t n = sluice_rec_payload(hdr);
+        return n > 0 && n <= SLUICE_TEXT_MAX ? 1 + (unsigned)((n + 7) / 8) : 0;
     }
     if (tag == SLUICE_TAG_PAD) {
         uint64_t n = sluice_rec_payload(hdr);

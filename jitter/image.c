@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * image.c — the guest's mapped images (see image.h).
+ *
+ * Two small tables: the images (one per distinct file, by device and
+ * inode; never removed, so ids stay stable) and the mappings (guest ranges
+ * pointing at an image). Lookups are linear: they happen once per lifted
+ * instruction with a filter, and processes map tens of files, not
+ * thousands. Never called from translated code.
+ */
+#include "image.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct image {
+    dev_t dev;
+    ino_t ino;
+    char *path;
+    int id;
+};
+
+struct mapping {
+    uint64_t start, end; /* guest [start, end) */
+    int image;           /* index into T.images */
+};
+
+static struct {
+    pthread_mutex_t lock;
+    struct image *images;
+    size_t n_images, cap_images;
+    struct mapping *maps;
+    size_t n_maps, cap_maps;
+    dev_t main_dev;
+    ino_t main_ino;
+    int have_main;
+    int next_id; /* next id for a non-main image */
+} T = {.lock = PTHREAD_MUTEX_INITIALIZER, .next_id = 1};
+
+int image_init(const char *exe_path)
+{
+    struct stat st;
+
+    if (stat(exe_path, &st) < 0) {
+        return -errno;
+    }
+    T.main_dev = st.st_dev;
+    T.main_ino = st.st_ino;
+    T.have_main = 1;
+    return 0;
+}
+
+/* Grow @p *arr (of @p size-byte elements) to hold one more; 0 or -ENOMEM. */
+static int grow(void **arr, size_t *cap, size_t n, size_t size)
+{
+    size_t ncap = *cap ? *cap * 2 : 16;
+    void *p;
+
+    if (n < *cap) {
+        return 0;
+    }
+    p = realloc(*arr, ncap * size);
+    if (!p) {
+        return -ENOMEM;
+    }
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+/* Remove [start, end) from every mapping, splitting those that straddle it. */
+static void punch(uint64_t start, uint64_t end)
+{
+    size_t i = 0;
+
+    while (i < T.n_maps) {
+        struct mapping *m = &T.maps[i];
+
+        if (m->end <= start || m->start >= end) {
+            i++;
+        } else if (m->start < start && m->end > end) {
+            struct mapping tail = {end, m->end, m->image};
+
+            m->end = start;
+            if (grow((void **)&T.maps, &T.cap_maps, T.n_maps, sizeof(*T.maps)) == 0) {
+                T.maps[T.n_maps++] = tail;
+            }
+            i++;
+        } else if (m->start < start) {
+            m->end = start;
+            i++;
+        } else if (m->end > end) {
+            m->start = end;
+            i++;
+        } else {
+            T.maps[i] = T.maps[--T.n_maps];
+        }
+    }
+}
+
+/* Index of the image for @p st (added if new), or -1 when out of memory. */
+static int image_index(const struct stat *st, int fd)
+{
+    char link[64], path[PATH_MAX];
+    ssize_t n;
+    size_t i;
+    int is_main;
+
+    for (i = 0; i < T.n_images; i++) {
+        if (T.images[i].dev == st->st_dev && T.images[i].ino == st->st_ino) {
+            return (int)i;
+        }
+    }
+    if (grow((void **)&T.images, &T.cap_images, T.n_images, sizeof(*T.images)) < 0) {
+        return -1;
+    }
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    n = readlink(link, path, sizeof(path) - 1);
+    path[n > 0 ? n : 0] = '\0';
+    is_main = T.have_main && st->st_dev == T.main_dev && st->st_ino == T.main_ino;
+    T.images[T.n_images] = (struct image){
+        .dev = st->st_dev,
+        .ino = st->st_ino,
+        .path = strdup(path),
+        .id = is_main ? 0 : T.next_id++,
+    };
+    return (int)T.n_images++;
+}
+
+void image_mmap(uint64_t start, uint64_t len, int fd, uint64_t offset)
+{
+    struct stat st;
+    int idx;
+
+    (void)offset; /* the base is the lowest mapped address, as drcov counts it */
+    pthread_mutex_lock(&T.lock);
+    punch(start, start + len);
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        idx = image_index(&st, fd);
+        if (idx >= 0 && grow((void **)&T.maps, &T.cap_maps, T.n_maps, sizeof(*T.maps)) == 0) {
+            T.maps[T.n_maps++] = (struct mapping){start, start + len, idx};
+        }
+    }
+    pthread_mutex_unlock(&T.lock);
+}
+
+void image_munmap(uint64_t start, uint64_t len)
+{
+    pthread_mutex_lock(&T.lock);
+    punch(start, start + len);
+    pthread_mutex_unlock(&T.lock);
+}
+
+int image_of(uint64_t pc, struct sluice_image *out, const char **path)
+{
+    uint64_t base = UINT64_MAX;
+    int idx = -1;
+    size_t i;
+
+    pthread_mutex_lock(&T.lock);
+    for (i = 0; i < T.n_maps; i++) {
+        if (pc >= T.maps[i].start && pc < T.maps[i].end) {
+            idx = T.maps[i].image;
+            break;
+        }
+    }
+    for (i = 0; idx >= 0 && i < T.n_maps; i++) {
+        if (T.maps[i].image == idx && T.maps[i].start < base) {
+            base = T.maps[i].start;
+        }
+    }
+    if (idx >= 0) {
+        out->base = base;
+        out->offset = pc - base;
+        out->id = T.images[idx].id;
+        out->flags = T.images[idx].id == 0 ? SLUICE_IMAGE_MAIN : 0;
+        if (path) {
+            *path = T.images[idx].path;
+        }
+    }
+    pthread_mutex_unlock(&T.lock);
+    return idx >= 0 ? 0 : -ENOENT;
+}

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * lift.h — the jitter's lift-time decisions: hook_inst and hook_mem answer
+ * QEMU by running the user's filter (or "trace everything" without one),
+ * and once_hit claims first hits of SLUICE_ONCE instructions.
+ *
+ * Threads: lift_hook_* run on the vCPU that translates (mmap_lock held);
+ * lift_once_hit on any vCPU from translated code; lift_init and
+ * lift_report on the main thread / under the exclusive section.
+ */
+#ifndef SLUICE_JITTER_LIFT_H
+#define SLUICE_JITTER_LIFT_H
+
+#include <stdint.h>
+
+#include <sluice/jitter_abi.h>
+
+/**
+ * Load the filter named by SLUICE_FILTER with the values of
+ * SLUICE_FILTER_SET (see <sluice/ctl.h>); no filter means trace everything.
+ * @return 0, or a negative errno after one line on stderr.
+ */
+int lift_init(void);
+
+/** QEMU's hook_inst (see jitter_abi.h). */
+int lift_hook_inst(struct sluice_thread_slot *slot, const struct sluice_lift_insn *insn);
+/** QEMU's hook_mem (see jitter_abi.h). */
+int lift_hook_mem(struct sluice_thread_slot *slot, uint64_t pc, uint32_t size, int is_write);
+/** QEMU's once_hit (see jitter_abi.h). */
+int lift_once_hit(uint64_t pc);
+
+/** Say on stderr how many filter runs faulted and how many messages were dropped, if any. */
+void lift_report(void);
+
+#endif /* SLUICE_JITTER_LIFT_H */

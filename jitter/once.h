@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * once.h — the set of guest pcs whose SLUICE_ONCE exec record was made.
+ *
+ * Per process: a forked child inherits it (its code cache already lost the
+ * once calls), an execve starts with a new jitter and an empty set.
+ * Thread-safe (a mutex): once_claim() runs on vCPU threads from translated
+ * code, but only on a first hit, so rarely; once_seen() at lift time.
+ */
+#ifndef SLUICE_JITTER_ONCE_H
+#define SLUICE_JITTER_ONCE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/** Whether @p pc was claimed already (lift time: answer Never instead of Once). */
+bool once_seen(uint64_t pc);
+
+/**
+ * Claim the first hit of @p pc.
+ * @return true for exactly one caller per pc (it makes the record), false
+ *         for the others; when memory runs out, true (a pc recorded twice
+ *         beats a pc never recorded).
+ */
+bool once_claim(uint64_t pc);
+
+#endif /* SLUICE_JITTER_ONCE_H */
