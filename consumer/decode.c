@@ -56,6 +56,10 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
                 c->counts.loads++;
                 made = cb->read ? cb->read(cb->user, t, &m, item) : 0;
             }
+        } else if (tag == SLUICE_TAG_TEXT) {
+            made = cb->message ? cb->message(cb->user, t, (const char *)&w[i + 1],
+                                             (size_t)sluice_rec_payload(hdr), item)
+                               : 0;
         } else if (tag == SLUICE_TAG_LOST) {
             c->counts.lost += sluice_rec_payload(hdr);
             made = cb->lost ? cb->lost(cb->user, t, sluice_rec_payload(hdr), item) : 0;

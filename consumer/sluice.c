@@ -2,7 +2,8 @@
 /*
  * sluice.c — the `sluice` command.
  *
- *   sluice run [--tool dump|stats] [--json] [-o FILE] [--workers N] -- PROGRAM [ARGS]
+ *   sluice run [--filter F] [--set NAME=VALUE]... [--tool dump|stats] [--json] [-o FILE]
+ *              [--workers N] -- PROGRAM [ARGS]
  *
  * Main thread: parses arguments, finds qemu-<arch> and the jitter, attaches
  * a libsluice session to one end of a socketpair, starts QEMU with the other
@@ -19,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "filter_arg.h"
 #include "launch.h"
 #include "sluice/ctl.h"
 #include "progress.h"
@@ -38,12 +40,16 @@ struct run_args {
     const char *out;
     unsigned workers;
     char **prog; /* PROGRAM ARGS..., NULL-terminated (argv's tail) */
+    struct filter_arg filter;
 };
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: sluice run [--tool dump|stats] [--json] [-o FILE] [--workers N]\n"
-               "                  -- PROGRAM [ARGS...]\n"
+    fprintf(f, "usage: sluice run [--filter F] [--set NAME=VALUE]... [--tool dump|stats] [--json]\n"
+               "                  [-o FILE] [--workers N] -- PROGRAM [ARGS...]\n"
+               "  --filter F   decide what to trace with a BPF filter: F.bpf.o (clang -O2 -g\n"
+               "               -target bpf), or F.c, compiled with clang (see filters/)\n"
+               "  --set N=V    set the filter's global N (a const volatile knob) to V\n"
                "  --tool T     analysis: stats (default; counts per thread) or dump (one line\n"
                "               per executed instruction and memory access)\n"
                "  --json       stats as one JSON object on one line\n"
@@ -114,6 +120,13 @@ static int parse_run(int argc, char **argv, struct run_args *a)
             if (!(a->tool = find_tool(v))) {
                 return usage_error("unknown tool '%s'", v);
             }
+        } else if ((v = opt_value(argc, argv, &i, "--filter"))) {
+            a->filter.path = v;
+        } else if ((v = opt_value(argc, argv, &i, "--set"))) {
+            if (a->filter.n_sets == sizeof(a->filter.sets) / sizeof(a->filter.sets[0])) {
+                return usage_error("%s", "at most 64 --set options");
+            }
+            a->filter.sets[a->filter.n_sets++] = v;
         } else if ((v = opt_value(argc, argv, &i, "-o"))) {
             a->out = v;
         } else if ((v = opt_value(argc, argv, &i, "--workers"))) {
@@ -221,17 +234,20 @@ static int cmd_run(int argc, char **argv)
     if (rc >= 0) {
         return rc;
     }
-    if (resolve(&a, &paths)) {
+    if (resolve(&a, &paths) || filter_arg_prepare(&a.filter)) {
+        filter_arg_cleanup(&a.filter);
         return 2;
     }
     env.json = a.json;
     if (a.out && !(env.out = fopen(a.out, "we"))) {
         fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
+        filter_arg_cleanup(&a.filter);
         return 2;
     }
     pid = start(&a, &paths, &env, &s);
     if (pid < 0) {
         sluice_session__free(s);
+        filter_arg_cleanup(&a.filter);
         return 2;
     }
     /* Progress lines share the terminal with the guest: only when the guest
@@ -252,6 +268,7 @@ static int cmd_run(int argc, char **argv)
         failed = 1;
     }
     sluice_session__free(s);
+    filter_arg_cleanup(&a.filter);
     launch_exit_like(status, failed);
 }
 

@@ -6,6 +6,8 @@
  *   <tid> READ<size> 0x<pc> addr=0x<addr> val=0x<val>
  *   <tid> WRITE<size> 0x<pc> addr=0x<addr> val=0x<val>     (size 16: val=0x<hi>:0x<lo>)
  *   <tid> LOST <count>
+ *   <tid> PRINTK <text>        (a filter's message; non-printable bytes as '.',
+ *                               cut at 96 bytes with "...")
  *
  * Hex is lowercase and unpadded, sizes are in bytes, values are masked to
  * the access size. Other tests parse this format: change it only with them.
@@ -127,6 +129,26 @@ static int on_lost(void *user, const struct sluice_thread_info *t, uint64_t coun
     return finish(l, put_dec(p, count));
 }
 
+static int on_message(void *user, const struct sluice_thread_info *t, const char *text, size_t len,
+                      void *item)
+{
+    struct line *l = item;
+    char *p = put_dec(l->text, t->tid);
+    size_t i, n;
+
+    (void)user;
+    len -= len && text[len - 1] == '\n'; /* trace_printk messages often end in one */
+    n = len > 96 ? 96 : len;
+    p = put_str(p, " PRINTK ");
+    for (i = 0; i < n; i++) {
+        *p++ = text[i] >= 0x20 && text[i] < 0x7f ? text[i] : '.';
+    }
+    if (n < len) {
+        p = put_str(p, "...");
+    }
+    return finish(l, p);
+}
+
 static void on_trace(void *user, const struct sluice_thread_info *t, void *item)
 {
     struct tool_env *env = user;
@@ -146,6 +168,7 @@ static void setup(struct tool_env *env, struct sluice_callbacks *cb)
     cb->read = on_read;
     cb->write = on_read; /* on_mem tells loads from stores */
     cb->lost = on_lost;
+    cb->message = on_message;
     cb->trace = on_trace;
 }
 

@@ -38,7 +38,7 @@ struct sluice_thread_info {
 
 /** One guest memory access. */
 struct sluice_mem {
-    uint64_t pc;    /**< guest virtual address of the instruction (0 if unknown) */
+    uint64_t pc;    /**< guest virtual address of the instruction */
     uint64_t addr;  /**< guest virtual address accessed */
     uint64_t value; /**< value, low `size` bytes (masked; upper bytes zero); low half if size 16 */
     uint64_t value_hi; /**< high 8 bytes when size is 16, else 0 */
@@ -69,6 +69,13 @@ struct sluice_callbacks {
     void (*thread)(void *user, const struct sluice_thread_info *t, int started);
     /** Ordering thread: the next item of thread @p t, in program order. */
     void (*trace)(void *user, const struct sluice_thread_info *t, void *item);
+    /**
+     * Worker thread: a message from the filter's bpf_trace_printk, made
+     * while QEMU lifted code on thread @p t (so it precedes that code's
+     * records): @p len bytes at @p text, not NUL-terminated, at most 1024.
+     */
+    int (*message)(void *user, const struct sluice_thread_info *t, const char *text, size_t len,
+                   void *item);
 };
 
 /** Options; fields added later keep the old behaviour when zero. */

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * filter_arg.c — the filter options of `sluice run` (see filter_arg.h).
+ *
+ * The jitter loads the object again inside QEMU (and inside every process
+ * the guest forks); loading it here first means a bad filter is a usage
+ * error with the loader's own message, not a QEMU that exits at start.
+ */
+#include "filter_arg.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sluice/ctl.h>
+
+#include "filter.h"
+
+#ifndef SLUICE_INCLUDE_DIR
+#define SLUICE_INCLUDE_DIR ""
+#endif
+#ifndef SLUICE_MULTIARCH_INCLUDE
+#define SLUICE_MULTIARCH_INCLUDE "/usr/include/x86_64-linux-gnu"
+#endif
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* Run clang on @p src into @p obj; clang's own diagnostics go to stderr. */
+static int compile(const char *src, const char *obj)
+{
+    const char *clang = getenv("SLUICE_CLANG");
+    char inc[4200], multi[4200];
+    int status;
+    pid_t pid;
+
+    clang = clang && *clang ? clang : "clang";
+    snprintf(inc, sizeof(inc), "-I%s", SLUICE_INCLUDE_DIR);
+    snprintf(multi, sizeof(multi), "-I%s", SLUICE_MULTIARCH_INCLUDE);
+    pid = fork();
+    if (pid == 0) {
+        execlp(clang, clang, "-O2", "-g", "-target", "bpf", "-mcpu=v3", inc, multi, "-c", src, "-o",
+               obj, (char *)NULL);
+        fprintf(stderr, "sluice: %s: cannot run %s: %s (set SLUICE_CLANG)\n", src, clang,
+                strerror(errno));
+        _exit(127);
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) < 0) {
+        fprintf(stderr, "sluice: %s: cannot start clang: %s\n", src, strerror(errno));
+        return -1;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 127) {
+            fprintf(stderr, "sluice: %s: clang failed (see its messages above)\n", src);
+        }
+        return -1;
+    }
+    return 0;
+}
+
+/* Split "NAME=VALUE" into @p set (pointing into @p buf, a copy). */
+static int split_set(const char *arg, char *buf, size_t n, struct filter_set *set)
+{
+    char *eq;
+
+    snprintf(buf, n, "%s", arg);
+    eq = strchr(buf, '=');
+    if (!eq || eq == buf || strchr(arg, '\n')) {
+        fprintf(stderr, "sluice: --set %s: want NAME=VALUE (one line)\n", arg);
+        return -1;
+    }
+    *eq = '\0';
+    *set = (struct filter_set){buf, eq + 1};
+    return 0;
+}
+
+/* Load the object once with the --set values; the loader's message on failure. */
+static int check(const char *obj, const struct filter_arg *fa)
+{
+    static char bufs[64][512];
+    struct filter_set sets[64];
+    struct filter *f = NULL;
+    char err[512];
+    size_t i;
+
+    for (i = 0; i < fa->n_sets; i++) {
+        if (split_set(fa->sets[i], bufs[i], sizeof(bufs[i]), &sets[i]) < 0) {
+            return -1;
+        }
+    }
+    if (filter_open_file(obj, sets, fa->n_sets, NULL, &f, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sluice: %s\n", err);
+        return -1;
+    }
+    filter_free(f);
+    return 0;
+}
+
+/* SLUICE_FILTER_SET: the --set values, one per line. */
+static int export_sets(const struct filter_arg *fa)
+{
+    size_t len = 1, i;
+    char *env;
+    int rc;
+
+    for (i = 0; i < fa->n_sets; i++) {
+        len += strlen(fa->sets[i]) + 1;
+    }
+    env = calloc(1, len);
+    if (!env) {
+        return -1;
+    }
+    for (i = 0; i < fa->n_sets; i++) {
+        strcat(env, fa->sets[i]);
+        strcat(env, "\n");
+    }
+    rc = setenv(SLUICE_FILTER_SET_ENV, env, 1);
+    free(env);
+    return rc;
+}
+
+int filter_arg_prepare(struct filter_arg *fa)
+{
+    char obj[4200], abs[4096];
+
+    if (!fa->path) {
+        if (fa->n_sets) {
+            fprintf(stderr, "sluice: --set needs --filter\n");
+            return -1;
+        }
+        unsetenv(SLUICE_FILTER_ENV);
+        return 0;
+    }
+    snprintf(obj, sizeof(obj), "%s", fa->path);
+    if (ends_with(fa->path, ".c")) {
+        snprintf(fa->tmpdir, sizeof(fa->tmpdir), "/tmp/sluice-filter-XXXXXX");
+        if (!mkdtemp(fa->tmpdir)) {
+            fprintf(stderr, "sluice: mkdtemp: %s\n", strerror(errno));
+            fa->tmpdir[0] = '\0';
+            return -1;
+        }
+        snprintf(obj, sizeof(obj), "%s/filter.bpf.o", fa->tmpdir);
+        if (compile(fa->path, obj) < 0) {
+            return -1;
+        }
+    }
+    if (check(obj, fa) < 0) {
+        return -1;
+    }
+    /* QEMU may run from another directory (a guest chdir before fork). */
+    if (!realpath(obj, abs) || setenv(SLUICE_FILTER_ENV, abs, 1) < 0 || export_sets(fa) < 0) {
+        fprintf(stderr, "sluice: %s: %s\n", obj, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+void filter_arg_cleanup(struct filter_arg *fa)
+{
+    char obj[4200];
+
+    if (fa->tmpdir[0]) {
+        snprintf(obj, sizeof(obj), "%s/filter.bpf.o", fa->tmpdir);
+        unlink(obj);
+        rmdir(fa->tmpdir);
+        fa->tmpdir[0] = '\0';
+    }
+}
