@@ -55,7 +55,7 @@ def guest_env(sluice=False):
 
 def run(cmd, timeout=600, stdin=None, extra_env=None):
     """Runs cmd; returns (returncode, stdout bytes, stderr bytes)."""
-    env = guest_env(sluice=cmd[1:2] == ["run"])
+    env = guest_env(sluice=any(os.path.basename(c) == "sluice" for c in cmd[:3]))
     env.update(extra_env or {})
     try:
         p = subprocess.run(cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -26,7 +26,7 @@ import common
 # (guest, arguments): every exit path of a process is covered — normal
 # exit, exit(3), a fatal SIGSEGV and abort() — plus fork, exec and threads.
 GUESTS = [("loops", []), ("memops", []), ("segv", []), ("threads", []), ("forkexec", []),
-          ("exitcode", ["3"]), ("exitcode", ["segv"]), ("exitcode", ["abort"])]
+          ("exitcode", ["3"]), ("exitcode", ["segv"]), ("exitcode", ["abort"]), ("smc", [])]
 
 
 def compare(where, ref, act):

@@ -97,8 +97,18 @@ Test(record, every_tag_classified)
 
         valid += sluice_rec_words(h) != 0;
     }
-    /* PAD, EXEC, LOST and 10 MEM tags (5 sizes x load/store). */
-    cr_assert_eq(valid, 13);
+    /* PAD, EXEC, LOST, TEXT and 10 MEM tags (5 sizes x load/store). */
+    cr_assert_eq(valid, 14);
+}
+
+Test(record, text_lengths)
+{
+    cr_assert_eq(sluice_rec_words(sluice_text_hdr(1)), 2);
+    cr_assert_eq(sluice_rec_words(sluice_text_hdr(8)), 2);
+    cr_assert_eq(sluice_rec_words(sluice_text_hdr(9)), 3);
+    cr_assert_eq(sluice_rec_words(sluice_text_hdr(SLUICE_TEXT_MAX)), 1 + SLUICE_TEXT_MAX / 8);
+    cr_assert_eq(sluice_rec_words(sluice_text_hdr(0)), 0, "an empty message is malformed");
+    cr_assert_eq(sluice_rec_words(sluice_text_hdr(SLUICE_TEXT_MAX + 1)), 0);
 }
 
 Test(record, header_layout)
