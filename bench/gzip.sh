@@ -5,7 +5,9 @@
 # /bin/gzip), side by side: native, untraced QEMU, QEMU with the reference
 # plugin counting (tests/plugin/reftrace.c, mode=count: inline counters, the
 # cheapest plugin tracer), and sluice (`sluice run --tool stats`: every
-# instruction and memory access streamed and counted, lossless).
+# instruction and memory access streamed and counted, lossless); then sluice
+# with filters: `coverage` (each pc once) and `range` with its defaults, which
+# instruments nothing (the cost of the machinery alone).
 #
 #   bench/gzip.sh [RUNS]     (default 3; the best of RUNS is reported)
 #
@@ -45,10 +47,13 @@ stats=$(mktemp)
 SLUICE_QEMU_DIR="$qemu_dir" build-bench/consumer/sluice run --tool stats --json -o "$stats" -- /bin/gzip -9 -c <"$input" >/dev/null
 events=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["total"]; print(t["insns"]+t["loads"]+t["stores"], t["insns"], t["lost"])' "$stats")
 traced=$(SLUICE_QEMU_DIR="$qemu_dir" best build-bench/consumer/sluice run --tool stats -o /dev/null -- /bin/gzip -9 -c)
+cov=$(SLUICE_QEMU_DIR="$qemu_dir" best build-bench/consumer/sluice run --filter build-bench/filters/coverage.bpf.o --tool stats -o /dev/null -- /bin/gzip -9 -c)
+none=$(SLUICE_QEMU_DIR="$qemu_dir" best build-bench/consumer/sluice run --filter build-bench/filters/range.bpf.o --tool stats -o /dev/null -- /bin/gzip -9 -c)
 read -r ev insns lost <<<"$events"
 echo "| configuration | wall s (best of $runs) | vs untraced QEMU |"
 echo "| --- | --- | --- |"
-for row in "native gzip:$native" "QEMU untraced:$untraced" "QEMU + reference plugin (count):$plugin" "QEMU + sluice (stats, lossless):$traced"; do
+for row in "native gzip:$native" "QEMU untraced:$untraced" "QEMU + reference plugin (count):$plugin" "QEMU + sluice (stats, lossless):$traced" \
+    "QEMU + sluice --filter coverage:$cov" "QEMU + sluice --filter range (instruments nothing):$none"; do
     printf '| %s | %s | %.2fx |\n' "${row%%:*}" "${row##*:}" "$(python3 -c "print(${row##*:} / $untraced)")"
 done
 printf '\nsluice saw %s events (%s instructions), %s lost: %.0f M events/s traced.\n' \
