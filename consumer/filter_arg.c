@@ -96,7 +96,11 @@ static int check(const char *obj, const struct filter_arg *fa)
         }
     }
     if (filter_open_file(obj, sets, fa->n_sets, NULL, &f, err, sizeof(err)) < 0) {
-        fprintf(stderr, "sluice: %s\n", err);
+        /* Name the user's file, not our temporary object compiled from it. */
+        size_t n = strlen(obj);
+        int ours = strncmp(err, obj, n) == 0;
+
+        fprintf(stderr, "sluice: %s%s\n", ours ? fa->path : "", ours ? err + n : err);
         return -1;
     }
     filter_free(f);
@@ -155,7 +159,8 @@ int filter_arg_prepare(struct filter_arg *fa)
         return -1;
     }
     /* QEMU may run from another directory (a guest chdir before fork). */
-    if (!realpath(obj, abs) || setenv(SLUICE_FILTER_ENV, abs, 1) < 0 || export_sets(fa) < 0) {
+    if (!realpath(obj, abs) || setenv(SLUICE_FILTER_ENV, abs, 1) < 0 ||
+        setenv(SLUICE_FILTER_NAME_ENV, fa->path, 1) < 0 || export_sets(fa) < 0) {
         fprintf(stderr, "sluice: %s: %s\n", obj, strerror(errno));
         return -1;
     }

@@ -86,11 +86,14 @@ int lift_init(void)
     char err[512];
     int n = 0;
 
-    L.path = getenv(SLUICE_FILTER_ENV);
-    if (!L.path || !*L.path) {
-        L.path = NULL;
+    const char *path = getenv(SLUICE_FILTER_ENV);
+
+    if (!path || !*path) {
         return 0;
     }
+    /* Messages name what the user gave (F.c), not the object compiled from it. */
+    L.path = getenv(SLUICE_FILTER_NAME_ENV);
+    L.path = L.path && *L.path ? L.path : path;
     if (sets_env && *sets_env) {
         L.sets_buf = strdup(sets_env);
         n = L.sets_buf ? parse_sets(L.sets_buf, sets, 64) : -1;
@@ -100,7 +103,7 @@ int lift_init(void)
             return -EINVAL;
         }
     }
-    if (filter_open_file(L.path, sets, (size_t)n, &host, &L.f, err, sizeof(err)) < 0) {
+    if (filter_open_file(path, sets, (size_t)n, &host, &L.f, err, sizeof(err)) < 0) {
         fprintf(stderr, "sluice-jitter: %s\n", err);
         return -EINVAL;
     }

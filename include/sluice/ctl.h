@@ -57,6 +57,8 @@ struct sluice_ctl_msg {
 /** Environment variable: path of the filter object (ELF, BPF) the jitter loads; unset = trace all.
  */
 #define SLUICE_FILTER_ENV "SLUICE_FILTER"
+/** Environment variable: the filter's name in the jitter's messages (default: SLUICE_FILTER). */
+#define SLUICE_FILTER_NAME_ENV "SLUICE_FILTER_NAME"
 /** Environment variable: the filter's --set values, "NAME=VALUE" lines separated by '\n'. */
 #define SLUICE_FILTER_SET_ENV "SLUICE_FILTER_SET"
 
