@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * coverage.bpf.c — code coverage: one exec record the first time each pc
- * runs (SLUICE_ONCE), then none; no memory records. The cheapest way to
- * feed `sluice run --tool cov`.
+ * runs (SLUICE_ONCE), then none; no memory records. The cheapest input for
+ * coverage tools (a drcov writer, `--tool cov`, is not built yet).
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
