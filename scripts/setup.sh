@@ -30,19 +30,39 @@ missing() {
     done
 }
 
-install_packages() {
-    local src=/etc/apt/sources.list.d/sluice-backports.sources
-    if [ ! -f "$src" ]; then
-        say "adding bookworm-backports (deb, deb-src)"
-        as_root tee "$src" >/dev/null <<'SRC'
+# The Debian archive this machine already uses for bookworm (a mirror or a proxy
+# set up here included), as apt itself reads it from its sources; no host name
+# is written in this project.
+debian_archive() {
+    apt-get indextargets --no-release-info --format '$(REPO_URI) $(RELEASE) $(TARGET_OF)' 2>/dev/null |
+        awk '$2 == "bookworm" && $3 == "deb" { print $1; exit }'
+}
+
+# bookworm-backports (deb and deb-src) from that same archive, unless apt has it already.
+add_backports() {
+    local src=/etc/apt/sources.list.d/sluice-backports.sources uri
+    if apt-get indextargets --no-release-info --format '$(RELEASE) $(TARGET_OF)' 2>/dev/null |
+        grep -qx 'bookworm-backports deb-src' && [ ! -f "$src" ]; then
+        return 0
+    fi
+    uri=$(debian_archive)
+    [ -n "$uri" ] || { say "no apt source for Debian bookworm on this machine: cannot add bookworm-backports"; exit 1; }
+    if [ -f "$src" ] && grep -qxF "URIs: $uri" "$src"; then
+        return 0
+    fi
+    say "adding bookworm-backports (deb, deb-src) from $uri"
+    as_root tee "$src" >/dev/null <<SRC
 Types: deb deb-src
-URIs: http://deb.debian.org/debian
+URIs: $uri
 Suites: bookworm-backports
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
-        as_root apt-get update -q >&2
-    fi
+    as_root apt-get update -q >&2
+}
+
+install_packages() {
+    add_backports
     local need=($(missing "${packages[@]}") $(missing "${backports[@]}"))
     local meson_ok=1
     dpkg --compare-versions "$(dpkg-query -W -f='${Version}' meson 2>/dev/null || echo 0)" ge 1.5 || meson_ok=0
