@@ -107,39 +107,15 @@ static int check(const char *obj, const struct filter_arg *fa)
     return 0;
 }
 
-/* SLUICE_FILTER_SET: the --set values, one per line. */
-static int export_sets(const struct filter_arg *fa)
-{
-    size_t len = 1, i;
-    char *env;
-    int rc;
-
-    for (i = 0; i < fa->n_sets; i++) {
-        len += strlen(fa->sets[i]) + 1;
-    }
-    env = calloc(1, len);
-    if (!env) {
-        return -1;
-    }
-    for (i = 0; i < fa->n_sets; i++) {
-        strcat(env, fa->sets[i]);
-        strcat(env, "\n");
-    }
-    rc = setenv(SLUICE_FILTER_SET_ENV, env, 1);
-    free(env);
-    return rc;
-}
-
 int filter_arg_prepare(struct filter_arg *fa)
 {
-    char obj[4200], abs[4096];
+    char obj[4200];
 
     if (!fa->path) {
         if (fa->n_sets) {
             fprintf(stderr, "sluice: --set needs --filter\n");
             return -1;
         }
-        unsetenv(SLUICE_FILTER_ENV);
         return 0;
     }
     snprintf(obj, sizeof(obj), "%s", fa->path);
@@ -159,8 +135,7 @@ int filter_arg_prepare(struct filter_arg *fa)
         return -1;
     }
     /* QEMU may run from another directory (a guest chdir before fork). */
-    if (!realpath(obj, abs) || setenv(SLUICE_FILTER_ENV, abs, 1) < 0 ||
-        setenv(SLUICE_FILTER_NAME_ENV, fa->path, 1) < 0 || export_sets(fa) < 0) {
+    if (!realpath(obj, fa->object)) {
         fprintf(stderr, "sluice: %s: %s\n", obj, strerror(errno));
         return -1;
     }

@@ -184,11 +184,32 @@ int launch_jitter_path(const char *default_path, char *path, size_t n, char *err
     return 0;
 }
 
+/*
+ * SLUICE_* variables configure the sluice command, not the guest: QEMU (and
+ * so the guest's environment and /proc/self/environ) never sees them. The
+ * jitter gets its configuration in -jitter's argument.
+ */
+static void hide_sluice_env(void)
+{
+    extern char **environ;
+    char name[256], **e;
+
+    for (e = environ; *e;) {
+        size_t len = strcspn(*e, "=");
+        if (strncmp(*e, "SLUICE_", 7) == 0 && len < sizeof(name)) {
+            memcpy(name, *e, len);
+            name[len] = '\0';
+            unsetenv(name); /* shifts environ down: look at *e again */
+        } else {
+            e++;
+        }
+    }
+}
+
 static void child(const char *qemu, const char *jitter, const char *prog, char *const args[],
                   int consumer_fd, const struct sigaction *old_int,
                   const struct sigaction *old_quit)
 {
-    char num[16];
     size_t n = 0, i;
     char **argv;
     int flags = fcntl(consumer_fd, F_GETFD);
@@ -197,8 +218,7 @@ static void child(const char *qemu, const char *jitter, const char *prog, char *
     sigaction(SIGQUIT, old_quit, NULL);
     /* The one descriptor QEMU must inherit; all of ours are close-on-exec. */
     fcntl(consumer_fd, F_SETFD, flags & ~FD_CLOEXEC);
-    snprintf(num, sizeof(num), "%d", consumer_fd);
-    setenv(SLUICE_CONSUMER_FD_ENV, num, 1);
+    hide_sluice_env();
     while (args[n]) {
         n++;
     }
@@ -240,7 +260,7 @@ static void forward_signals(void)
     sigaction(SIGHUP, &fwd, NULL);
 }
 
-pid_t launch_spawn(const char *qemu, const char *jitter, const char *prog, char *const args[],
+pid_t launch_spawn(const char *qemu, const char *jitter_arg, const char *prog, char *const args[],
                    int consumer_fd, char *err, size_t errn)
 {
     struct sigaction ign, old_int, old_quit;
@@ -255,7 +275,7 @@ pid_t launch_spawn(const char *qemu, const char *jitter, const char *prog, char 
     fflush(NULL);
     pid = fork();
     if (pid == 0) {
-        child(qemu, jitter, prog, args, consumer_fd, &old_int, &old_quit);
+        child(qemu, jitter_arg, prog, args, consumer_fd, &old_int, &old_quit);
     }
     if (pid < 0) {
         snprintf(err, errn, "fork: %s", strerror(errno));

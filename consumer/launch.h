@@ -43,8 +43,9 @@ int launch_qemu_path(const char *arch, const char *default_dir, char *path, size
 int launch_jitter_path(const char *default_path, char *path, size_t n, char *err, size_t errn);
 
 /**
- * fork+exec `qemu -jitter jitter prog args...` with @p consumer_fd
- * inherited and named in $SLUICE_CONSUMER_FD. Ignores SIGINT and SIGQUIT
+ * fork+exec `qemu -jitter JITTER_ARG prog args...` with @p consumer_fd
+ * inherited (@p jitter_arg names it, see jitter_arg.h) and every SLUICE_*
+ * variable removed from QEMU's environment. Ignores SIGINT and SIGQUIT
  * in the calling process from here on (the guest gets them from the tty),
  * and forwards SIGTERM and SIGHUP to the child (so `timeout` or a closed
  * terminal ends the guest and sluice still reports); the child keeps the
@@ -52,7 +53,7 @@ int launch_jitter_path(const char *default_path, char *path, size_t n, char *err
  * @param args NULL-terminated guest arguments after the program (argv[1..])
  * @return the child's pid, or -1 with a message in @p err.
  */
-pid_t launch_spawn(const char *qemu, const char *jitter, const char *prog, char *const args[],
+pid_t launch_spawn(const char *qemu, const char *jitter_arg, const char *prog, char *const args[],
                    int consumer_fd, char *err, size_t errn);
 
 /** Wait for @p pid (retrying on EINTR). @return its wait status, or -1. */

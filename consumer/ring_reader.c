@@ -50,7 +50,7 @@ static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *t
 
 /* Check the header copy @p h; on success return 0 and leave r untouched. */
 static int check_header(struct ring_reader *r, const struct sluice_ring_hdr *h, off_t file_size,
-                        unsigned slot)
+                        uint64_t offset, unsigned slot)
 {
     long page = sysconf(_SC_PAGESIZE);
 
@@ -72,9 +72,11 @@ static int check_header(struct ring_reader *r, const struct sluice_ring_hdr *h, 
                     "ring: data_size %" PRIu64 " is not a power of two between %ld and %llu",
                     h->data_size, page, RING_MAX_DATA);
     }
-    if ((uint64_t)file_size < SLUICE_RING_HDR_BYTES + h->data_size) {
-        return fail(r, EINVAL, "ring: file size %lld < header + data_size %" PRIu64,
-                    (long long)file_size, SLUICE_RING_HDR_BYTES + h->data_size);
+    if ((uint64_t)file_size < offset ||
+        (uint64_t)file_size - offset < SLUICE_RING_HDR_BYTES + h->data_size) {
+        return fail(r, EINVAL,
+                    "ring: file size %lld < offset %" PRIu64 " + header + data_size %" PRIu64,
+                    (long long)file_size, offset, SLUICE_RING_HDR_BYTES + h->data_size);
     }
     if (slot >= SLUICE_MAX_CONSUMERS) {
         return fail(r, EINVAL, "ring: consumer slot %u out of range (max %d)", slot,
@@ -84,7 +86,7 @@ static int check_header(struct ring_reader *r, const struct sluice_ring_hdr *h, 
 }
 
 /* Map [hdr][data][data] into a fresh reservation (the producer's layout). */
-static int map_ring(struct ring_reader *r, int fd, uint64_t size)
+static int map_ring(struct ring_reader *r, int fd, uint64_t offset, uint64_t size)
 {
     size_t len = SLUICE_RING_HDR_BYTES + 2 * size;
     uint8_t *base = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -95,9 +97,11 @@ static int map_ring(struct ring_reader *r, int fd, uint64_t size)
         return fail(r, errno, "ring: reserving %zu bytes: %s", len, strerror(errno));
     }
     /* The header is written (tail, futex words); the data is only read. */
-    if (mmap(base, SLUICE_RING_HDR_BYTES, PROT_READ | PROT_WRITE, flags, fd, 0) == MAP_FAILED ||
-        mmap(data, size, PROT_READ, flags, fd, SLUICE_RING_HDR_BYTES) == MAP_FAILED ||
-        mmap(data + size, size, PROT_READ, flags, fd, SLUICE_RING_HDR_BYTES) == MAP_FAILED) {
+    off_t hdr = (off_t)offset, first = hdr + SLUICE_RING_HDR_BYTES;
+
+    if (mmap(base, SLUICE_RING_HDR_BYTES, PROT_READ | PROT_WRITE, flags, fd, hdr) == MAP_FAILED ||
+        mmap(data, size, PROT_READ, flags, fd, first) == MAP_FAILED ||
+        mmap(data + size, size, PROT_READ, flags, fd, first) == MAP_FAILED) {
         int err = errno;
 
         munmap(base, len);
@@ -111,7 +115,7 @@ static int map_ring(struct ring_reader *r, int fd, uint64_t size)
     return 0;
 }
 
-int ring_reader__open(struct ring_reader *r, int fd, unsigned slot)
+int ring_reader__open(struct ring_reader *r, int fd, uint64_t offset, unsigned slot)
 {
     struct sluice_ring_hdr h;
     struct stat st;
@@ -122,14 +126,17 @@ int ring_reader__open(struct ring_reader *r, int fd, unsigned slot)
         return fail(r, errno, "ring: fstat: %s", strerror(errno));
     }
     /* Validate a private copy, so the producer cannot change what we checked. */
-    if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
-        return fail(r, EINVAL, "ring: file too short for a %zu-byte header", sizeof(h));
+    if (offset % SLUICE_RING_HDR_BYTES != 0 || offset > (uint64_t)INT64_MAX ||
+        pread(fd, &h, sizeof(h), (off_t)offset) != (ssize_t)sizeof(h)) {
+        return fail(r, EINVAL, "ring: no %zu-byte header at offset %" PRIu64, sizeof(h), offset);
     }
-    err = check_header(r, &h, st.st_size, slot);
+    err = check_header(r, &h, st.st_size, offset, slot);
     if (err == 0) {
-        err = map_ring(r, fd, h.data_size);
+        err = map_ring(r, fd, offset, h.data_size);
     }
     if (err == 0) {
+        r->ino = (uint64_t)st.st_ino;
+        r->offset = offset;
         r->slot = slot;
         r->tail = __atomic_load_n(&r->hdr->consumer[slot].tail, __ATOMIC_ACQUIRE);
     }
@@ -146,11 +153,43 @@ void ring_reader__close(struct ring_reader *r)
     r->data = NULL;
 }
 
-int64_t ring_reader__avail(struct ring_reader *r)
+/* Where the records end: the published head, or what salvage found past it. */
+static uint64_t head_of(const struct ring_reader *r)
 {
     /* Acquire pairs with the producer's release store of head: records below
      * head are fully written before we see head. */
     uint64_t head = __atomic_load_n(&r->hdr->head, __ATOMIC_ACQUIRE);
+
+    return r->salvaged > head ? r->salvaged : head;
+}
+
+int64_t ring_reader__salvage(struct ring_reader *r)
+{
+    uint64_t head = __atomic_load_n(&r->hdr->head, __ATOMIC_ACQUIRE), pos = head;
+    int64_t avail = ring_reader__avail(r);
+
+    if (avail < 0) {
+        return avail;
+    }
+    /* Whole records only, never past a ring's worth beyond our tail. The
+     * producer zeroed what it had not written (jitter/ring.c): a zero
+     * header is where it stopped. */
+    while (pos + 8 - r->tail <= r->size) {
+        uint64_t hdr = le64toh(*(const volatile uint64_t *)(r->data + (pos & (r->size - 1))));
+        unsigned len = sluice_rec_words(hdr);
+
+        if (len == 0 || pos + (uint64_t)len * 8 - r->tail > r->size) {
+            break;
+        }
+        pos += (uint64_t)len * 8;
+    }
+    r->salvaged = pos;
+    return (int64_t)(pos - head);
+}
+
+int64_t ring_reader__avail(struct ring_reader *r)
+{
+    uint64_t head = head_of(r);
 
     if (head < r->tail) {
         return fail(r, EPROTO, "ring of tid %" PRIu32 ": head %" PRIu64 " behind tail %" PRIu64,
@@ -267,7 +306,7 @@ ssize_t ring_reader__read(struct ring_reader *r, void *buf, size_t cap, uint64_t
 
 void ring_reader__discard(struct ring_reader *r)
 {
-    uint64_t head = __atomic_load_n(&r->hdr->head, __ATOMIC_ACQUIRE);
+    uint64_t head = head_of(r);
 
     if (head > r->tail) {
         consume(r, head - r->tail);

@@ -27,20 +27,36 @@ struct ring_reader {
     unsigned slot;               /**< consumer slot index in hdr->consumer[] */
     void *map;                   /**< whole reservation, for munmap */
     size_t map_len;              /**< bytes of the reservation */
+    uint64_t salvaged;           /**< end of the records ring_reader__salvage() found (0: none) */
+    uint64_t ino;                /**< inode of the memfd, with the offset: which ring this is */
+    uint64_t offset;             /**< file offset of the ring's header */
     char err[192];               /**< last error, NUL-terminated ("" if none) */
 };
 
 /**
- * Map the ring memfd @p fd and validate its header (magic, version,
- * hdr_bytes, data_size a power of two no smaller than a page, file size).
- * Does not take ownership of @p fd (the mapping stays valid after close).
- * The reader starts at the slot's current tail.
- * @param[out] r    reader to fill (zeroed first)
- * @param      slot consumer slot given by the jitter, < SLUICE_MAX_CONSUMERS
- * @return 0; -EINVAL (bad header, r->err names the field), -errno from
- *         fstat/mmap. On error nothing stays mapped.
+ * Map the ring at file offset @p offset of the arena memfd @p fd and
+ * validate its header (magic, version, hdr_bytes, data_size a power of two
+ * no smaller than a page, file size). Does not take ownership of @p fd (the
+ * mapping stays valid after close). The reader starts at the slot's
+ * current tail.
+ * @param[out] r      reader to fill (zeroed first)
+ * @param      offset of the ring's header, a multiple of SLUICE_RING_HDR_BYTES
+ * @param      slot   consumer slot given by the jitter, < SLUICE_MAX_CONSUMERS
+ * @return 0; -EINVAL (bad header or offset, r->err names the field),
+ *         -errno from fstat/mmap. On error nothing stays mapped.
  */
-int ring_reader__open(struct ring_reader *r, int fd, unsigned slot);
+int ring_reader__open(struct ring_reader *r, int fd, uint64_t offset, unsigned slot);
+
+/**
+ * The producer died without closing the ring (SIGKILL, or a sibling
+ * thread's execve): take the whole records it wrote after its last publish
+ * as published too. They end at the first zero or invalid header word (the
+ * jitter zeroes the ring ahead of its cursor and writes each header last),
+ * and never more than a ring's worth past the tail. Call only once the
+ * producer can write no more (its process is gone).
+ * @return bytes found past head (>= 0), or -EPROTO as ring_reader__avail().
+ */
+int64_t ring_reader__salvage(struct ring_reader *r);
 
 /** Unmap the ring. Safe on a zeroed or already closed reader. */
 void ring_reader__close(struct ring_reader *r);

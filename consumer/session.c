@@ -50,6 +50,7 @@ struct ring_state {
     uint64_t last_pc;            /* reader thread: last EXEC PC, carried across chunks */
     struct sluice_counts counts; /* ordering thread adds; read after it stopped */
     uint64_t hdr_lost;           /* hdr->lost once the ring is drained */
+    int64_t salvaged;            /* reader thread: -1, or bytes recovered from a dead producer */
     struct ring_state *next;
 };
 
@@ -246,7 +247,16 @@ static void *ring_thread(void *arg)
         }
         if (avail == 0) {
             if (ring_ended(r) && ring_reader__avail(&r->rd) == 0) {
-                break;
+                /* Ended without closing: its process died mid-flight. */
+                if (ring_reader__closed(&r->rd) || r->salvaged >= 0) {
+                    break;
+                }
+                r->salvaged = ring_reader__salvage(&r->rd);
+                if (r->salvaged < 0) {
+                    set_error(r->s, -EPROTO, "%s", r->rd.err);
+                    break;
+                }
+                continue;
             }
             ring_reader__wait(&r->rd, WAIT_MS);
         }
@@ -268,6 +278,46 @@ static void copy_name(char *dst, const char *src, size_t n)
     dst[n - 1] = '\0';
 }
 
+/* A ring this session already reads: the same place, or the same thread. */
+static int known_ring(const struct sluice_session *s, const struct ring_reader *rd)
+{
+    const struct ring_state *r;
+
+    for (r = s->rings; r; r = r->next) {
+        if ((r->rd.ino == rd->ino && r->rd.offset == rd->offset) ||
+            (r->info.pid == rd->hdr->pid && r->info.seq == rd->hdr->seq)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * Whether the mapped header says what the announcement said, and is new;
+ * a forged or repeated announcement is refused (named in the error), and
+ * the trace of every other thread goes on.
+ */
+static int check_announced(struct sluice_session *s, struct ring_state *r,
+                           const struct sluice_ctl_msg *m)
+{
+    const struct sluice_ring_hdr *h = r->rd.hdr;
+    uint32_t pid = h->pid, tid = h->tid, seq = h->seq;
+
+    if (pid != m->pid || tid != m->tid || h->data_size != m->ring_bytes) {
+        return set_error(s, -EPROTO,
+                         "refused a ring announced as pid %u tid %u (%llu bytes) whose header "
+                         "says pid %u tid %u (%llu bytes)",
+                         m->pid, m->tid, (unsigned long long)m->ring_bytes, pid, tid,
+                         (unsigned long long)h->data_size);
+    }
+    if (known_ring(s, &r->rd)) {
+        return set_error(s, -EPROTO,
+                         "refused a second announcement of the ring of pid %u tid %u (seq %u)", pid,
+                         tid, seq);
+    }
+    return 0;
+}
+
 static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, int fd)
 {
     struct ring_state *r = calloc(1, sizeof(*r));
@@ -278,13 +328,19 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
         close(fd);
         return;
     }
-    err = ring_reader__open(&r->rd, fd, m->slot);
+    err = ring_reader__open(&r->rd, fd, m->offset, m->slot);
     close(fd); /* the mapping keeps the memfd alive */
     if (err) {
         set_error(s, err == -EINVAL ? -EPROTO : err, "tid %u: %s", m->tid, r->rd.err);
         free(r);
         return;
     }
+    if (check_announced(s, r, m) < 0) {
+        ring_reader__close(&r->rd);
+        free(r);
+        return;
+    }
+    r->salvaged = -1;
     r->s = s;
     copy_name(r->arch, r->rd.hdr->arch, sizeof(r->arch));
     copy_name(r->comm, r->rd.hdr->comm, sizeof(r->comm));
@@ -408,6 +464,24 @@ int sluice_session__run(struct sluice_session *s)
         r->counts.lost += r->hdr_lost;
     }
     return s->err_code;
+}
+
+size_t sluice_session__salvaged(const struct sluice_session *s, uint64_t *bytes)
+{
+    const struct ring_state *r;
+    uint64_t sum = 0;
+    size_t n = 0;
+
+    for (r = s->rings; r; r = r->next) {
+        if (r->salvaged >= 0) {
+            n++;
+            sum += (uint64_t)r->salvaged;
+        }
+    }
+    if (bytes) {
+        *bytes = sum;
+    }
+    return n;
 }
 
 uint64_t sluice_session__events(const struct sluice_session *s)

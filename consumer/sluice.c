@@ -12,15 +12,18 @@
  * never touched (tool output goes to -o FILE, else stderr).
  */
 #include <errno.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "filter_arg.h"
+#include "jitter_arg.h"
 #include "launch.h"
 #include "sluice/ctl.h"
 #include "progress.h"
@@ -165,6 +168,7 @@ struct run_paths {
     char prog[PATH_MAX];
     char qemu[PATH_MAX];
     char jitter[PATH_MAX];
+    uint64_t ring_bytes;
 };
 
 static int resolve(const struct run_args *a, struct run_paths *p)
@@ -173,9 +177,8 @@ static int resolve(const struct run_args *a, struct run_paths *p)
     const char *arch;
 
     const char *ring_bytes = getenv(SLUICE_RING_BYTES_ENV);
-    uint64_t unused;
 
-    if (sluice_ring_bytes_parse(ring_bytes, &unused) < 0) {
+    if (sluice_ring_bytes_parse(ring_bytes, &p->ring_bytes) < 0) {
         fprintf(stderr, "sluice: %s=%s: need a power of two from %llu to %llu bytes\n",
                 SLUICE_RING_BYTES_ENV, ring_bytes, SLUICE_RING_BYTES_MIN, SLUICE_RING_BYTES_MAX);
         return -1;
@@ -197,7 +200,7 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
 {
     struct sluice_callbacks cb = {.sz = sizeof(cb)};
     struct sluice_consumer_opts opts = {.sz = sizeof(opts), .workers = a->workers};
-    char err[256];
+    char err[256], *jarg;
     int sv[2];
     pid_t pid;
 
@@ -212,12 +215,47 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
         close(sv[1]);
         return -1;
     }
-    pid = launch_spawn(p->qemu, p->jitter, p->prog, a->prog + 1, sv[1], err, sizeof(err));
+    jarg = jitter_arg_format(&(struct jitter_arg){
+        .jitter = p->jitter,
+        .consumer_fd = sv[1],
+        .ring_bytes = p->ring_bytes,
+        .filter = a->filter.object[0] ? a->filter.object : NULL,
+        .filter_name = a->filter.path,
+        .sets = a->filter.sets,
+        .n_sets = a->filter.n_sets,
+    });
+    if (!jarg) {
+        fprintf(stderr, "sluice: %s: %s\n", p->jitter,
+                errno == EINVAL ? "a jitter path cannot hold ','" : strerror(errno));
+        close(sv[1]);
+        return -1;
+    }
+    pid = launch_spawn(p->qemu, jarg, p->prog, a->prog + 1, sv[1], err, sizeof(err));
+    free(jarg);
     close(sv[1]); /* QEMU's end: its EOF must come from QEMU alone */
     if (pid < 0) {
         fprintf(stderr, "sluice: %s\n", err);
     }
     return pid;
+}
+
+/* Say so when the guest did not end by itself: the report covers what ran until then. */
+static void report_unclosed(FILE *out, const struct sluice_session *s, int status)
+{
+    uint64_t bytes;
+    size_t n = sluice_session__salvaged(s, &bytes);
+
+    if (status != -1 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+        fprintf(out,
+                "guest killed by SIGKILL: %zu thread%s did not exit; %llu bytes of records "
+                "written after their last publish were recovered\n",
+                n, n == 1 ? "" : "s", (unsigned long long)bytes);
+    } else if (bytes > 0) {
+        fprintf(out,
+                "%zu thread%s ended without exiting (killed, or ended by an execve); %llu bytes "
+                "of records written after their last publish were recovered\n",
+                n, n == 1 ? "" : "s", (unsigned long long)bytes);
+    }
 }
 
 static int cmd_run(int argc, char **argv)
@@ -263,6 +301,7 @@ static int cmd_run(int argc, char **argv)
     }
     status = launch_wait(pid);
     failed |= a.tool->report(&env, s, now() - t0) != 0;
+    report_unclosed(env.out, s, status);
     if (env.out != stderr && fclose(env.out) != 0) {
         fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
         failed = 1;

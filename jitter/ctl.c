@@ -9,6 +9,8 @@
  * slot and wake the producer that may be waiting for it.
  */
 #include "ctl.h"
+#include "arena.h"
+#include "fds.h"
 #include "jitter.h"
 
 #include <errno.h>
@@ -26,7 +28,7 @@
 #include <sluice/ctl.h>
 
 struct consumer {
-    int fd;       /* connected SOCK_SEQPACKET, close-on-exec; -1 = free */
+    int fd;       /* connected SOCK_SEQPACKET, close-on-exec, in fds.c; -1 = free */
     int lossless; /* as asked in HELLO */
 };
 
@@ -99,32 +101,48 @@ static void deactivate(struct ring *r, void *arg)
 static void consumer_gone(unsigned slot)
 {
     pthread_mutex_lock(&lock);
+    fds_drop(&consumers[slot].fd);
     close(consumers[slot].fd);
     consumers[slot].fd = -1;
     pthread_mutex_unlock(&lock);
     jitter_for_each_ring(deactivate, (void *)(uintptr_t)slot);
 }
 
-/* Monitor thread: wait for the consumer's hang-up. It sends nothing after HELLO. */
+/* The consumer's socket number now (a guest's dup2 onto it moves it). */
+static int consumer_fd(unsigned slot)
+{
+    int fd;
+
+    fds_lock();
+    fd = consumers[slot].fd;
+    fds_unlock();
+    return fd;
+}
+
+/*
+ * Monitor thread: wait for the consumer's hang-up. It sends nothing after
+ * HELLO. The poll times out now and then so a moved socket is picked up;
+ * what it reports is acted on only if the number is still ours.
+ */
 static void *monitor(void *arg)
 {
     unsigned slot = (unsigned)(uintptr_t)arg;
-    struct pollfd p = {.fd = consumers[slot].fd, .events = POLLIN | POLLRDHUP};
     char buf[sizeof(struct sluice_ctl_msg)];
+    int gone = 0;
 
-    for (;;) {
-        if (poll(&p, 1, -1) < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            break;
+    while (!gone) {
+        struct pollfd p = {.fd = consumer_fd(slot), .events = POLLIN | POLLRDHUP};
+        int n = poll(&p, 1, 500);
+
+        if (n <= 0) {
+            continue;
         }
-        if (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) {
-            break;
+        fds_lock();
+        if (p.fd == consumers[slot].fd) {
+            gone = (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) ||
+                   ((p.revents & POLLIN) && recv(p.fd, buf, sizeof(buf), MSG_DONTWAIT) == 0);
         }
-        if ((p.revents & POLLIN) && recv(p.fd, buf, sizeof(buf), MSG_DONTWAIT) == 0) {
-            break;
-        }
+        fds_unlock();
     }
     consumer_gone(slot);
     return NULL;
@@ -144,33 +162,27 @@ static void start_monitor(unsigned slot)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-int ctl_init(const char *arch)
+int ctl_init(const char *arch, int fd)
 {
-    const char *env = getenv(SLUICE_CONSUMER_FD_ENV);
-    char *end;
-    long fd;
     int own, err;
 
     snprintf(ctl_arch, sizeof(ctl_arch), "%s", arch);
-    if (!env) {
+    if (fd < 0) {
         return 0;
     }
-    fd = strtol(env, &end, 10);
-    if (*env == '\0' || *end != '\0' || fd < 0 || fd > 65535 || fcntl((int)fd, F_GETFD) < 0) {
-        fprintf(stderr, "sluice-jitter: %s=%s is not an open file descriptor\n",
-                SLUICE_CONSUMER_FD_ENV, env);
+    if (fcntl(fd, F_GETFD) < 0) {
+        fprintf(stderr, "sluice-jitter: consumer_fd=%d is not an open file descriptor\n", fd);
         return -EBADF;
     }
-    own = fcntl((int)fd, F_DUPFD_CLOEXEC, JITTER_FD_MIN);
+    /* Out of the guest's way (fds.c); the inherited number is closed. */
+    own = fds_adopt(fd, &consumers[0].fd);
     if (own < 0) {
-        err = errno;
-        fprintf(stderr, "sluice-jitter: cannot keep the consumer socket: %s\n", strerror(err));
-        return -err;
+        fprintf(stderr, "sluice-jitter: cannot keep the consumer socket: %s\n", strerror(-own));
+        return own;
     }
-    close((int)fd);
-    consumers[0].fd = own;
     err = handshake(own, 0);
     if (err < 0) {
+        fds_drop(&consumers[0].fd);
         close(own);
         consumers[0].fd = -1;
         return err;
@@ -189,8 +201,10 @@ void ctl_announce(struct ring *r)
     m.pid = r->hdr->pid;
     m.tid = r->hdr->tid;
     m.ring_bytes = r->size;
+    m.offset = r->offset;
     snprintf(m.arch, sizeof(m.arch), "%s", ctl_arch);
     pthread_mutex_lock(&lock);
+    fds_lock(); /* the socket's and the arena's numbers hold still */
     for (i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
         if (consumers[i].fd < 0) {
             continue;
@@ -198,11 +212,12 @@ void ctl_announce(struct ring *r)
         r->hdr->consumer[i].lossless = (uint32_t)consumers[i].lossless;
         __atomic_store_n(&r->hdr->consumer[i].active, 1, __ATOMIC_RELEASE);
         m.slot = i;
-        if (send_msg(consumers[i].fd, &m, r->fd) < 0) {
+        if (send_msg(consumers[i].fd, &m, arena_fd()) < 0) {
             /* The consumer is going away; the monitor will notice. */
             __atomic_store_n(&r->hdr->consumer[i].active, 0, __ATOMIC_RELEASE);
         }
     }
+    fds_unlock();
     pthread_mutex_unlock(&lock);
 }
 

@@ -4,7 +4,7 @@
  * in include/sluice).
  *
  * Today one consumer attaches, through the socket inherited from `sluice run`
- * (SLUICE_CONSUMER_FD). The registry is an array of SLUICE_MAX_CONSUMERS
+ * (the jitter's consumer_fd option). The registry is an array of SLUICE_MAX_CONSUMERS
  * slots, matching the per-consumer tail slots of every ring header, so more
  * consumers (and runtime attach/detach) slot in without a format change.
  */
@@ -14,13 +14,14 @@
 #include "ring.h"
 
 /**
- * Main thread, at jitter init: attach the consumer named by SLUICE_CONSUMER_FD,
- * if any (read its HELLO, answer WELCOME), and start the monitor thread that
- * notices its death. @return 0, or -errno after one line on stderr.
+ * Main thread, at jitter init: attach the consumer on the inherited socket
+ * @p fd, if >= 0 (move it out of the guest's way, read its HELLO, answer
+ * WELCOME), and start the monitor thread that notices its death.
+ * @return 0, or -errno after one line on stderr.
  */
-int ctl_init(const char *arch);
+int ctl_init(const char *arch, int fd);
 
-/** vCPU, new ring: enable its consumer slots and send its memfd to each consumer. */
+/** vCPU, new ring: enable its consumer slots and send the arena and its offset to each consumer. */
 void ctl_announce(struct ring *r);
 
 /** Child after fork: the monitor thread did not survive fork; start a new one. */

@@ -7,10 +7,13 @@
  * The ring list lock is taken only on slow paths (thread start/exit, process
  * exit, exec, fork), never by translated code.
  */
+#include "arena.h"
 #include "ctl.h"
+#include "fds.h"
 #include "image.h"
 #include "jitter.h"
 #include "lift.h"
+#include "opts.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -43,34 +46,30 @@ void jitter_for_each_ring(void (*fn)(struct ring *r, void *arg), void *arg)
     pthread_mutex_unlock(&J.lock);
 }
 
-static int parse_ring_bytes(void)
-{
-    const char *env = getenv(SLUICE_RING_BYTES_ENV);
-
-    if (sluice_ring_bytes_parse(env, &J.ring_bytes) < 0) {
-        fprintf(stderr, "sluice-jitter: %s=%s: need a power of two from %llu to %llu bytes\n",
-                SLUICE_RING_BYTES_ENV, env, SLUICE_RING_BYTES_MIN, SLUICE_RING_BYTES_MAX);
-        return -EINVAL;
-    }
-    return 0;
-}
-
 static int j_init(const struct sluice_host_info *info)
 {
     const char *base = strrchr(info->exe, '/');
+    static struct jitter_opts o; /* its strings live for the process */
+    int err;
 
     snprintf(J.arch, sizeof(J.arch), "%s", info->arch);
     snprintf(J.comm, sizeof(J.comm), "%s", base ? base + 1 : info->exe);
     J.big_endian = (int)info->big_endian;
-    if (parse_ring_bytes() < 0) {
+    if (info->size < sizeof(*info) || opts_parse(info->args, &o) < 0) {
         return -EINVAL;
+    }
+    J.ring_bytes = o.ring_bytes;
+    err = arena_open();
+    if (err < 0) {
+        fprintf(stderr, "sluice-jitter: cannot create the ring arena: %s\n", strerror(-err));
+        return err;
     }
     /* Without it no image is "main"; filters still see the others. */
     (void)image_init(info->exe);
-    if (lift_init() < 0) {
+    if (lift_init(&o) < 0) {
         return -EINVAL;
     }
-    return ctl_init(J.arch);
+    return ctl_init(J.arch, o.consumer_fd);
 }
 
 static void j_thread_start(struct sluice_thread_slot *slot, uint32_t tid)
@@ -115,7 +114,7 @@ static void j_thread_exit(struct sluice_thread_slot *slot)
     }
     pthread_mutex_unlock(&J.lock);
     ring_close(r);
-    ring_destroy(r);
+    ring_destroy(r, 1);
 }
 
 static void close_ring(struct ring *r, void *arg)
@@ -137,7 +136,7 @@ static void j_process_exit(int status)
     jitter_for_each_ring(close_ring, NULL);
 }
 
-static void j_exec_start(void)
+static void j_publish_all(void)
 {
     jitter_for_each_ring(publish_ring, NULL);
 }
@@ -157,7 +156,7 @@ static void forget_parent_rings(void)
     for (; r; r = next) {
         next = r->next;
         r->slot = NULL; /* other threads' CPU state is gone in the child */
-        ring_destroy(r);
+        ring_destroy(r, 0);
     }
     J.rings = NULL;
     J.seq = 0;
@@ -165,13 +164,24 @@ static void forget_parent_rings(void)
 
 static void j_fork_end(int child, struct sluice_thread_slot *slot, uint32_t tid)
 {
+    int err;
+
     if (!child) {
         pthread_mutex_unlock(&J.lock);
         return;
     }
     pthread_mutex_init(&J.lock, NULL);
+    fds_after_fork_child();
     forget_parent_rings();
     slot->ring = NULL;
+    /* The parent's arena is the parent's: the child's rings go in a new one. */
+    arena_forget();
+    err = arena_open();
+    if (err < 0) {
+        fprintf(stderr, "sluice-jitter: cannot create the ring arena of child %u: %s\n", tid,
+                strerror(-err));
+        exit(1);
+    }
     ctl_after_fork_child();
     j_thread_start(slot, tid);
 }
@@ -192,7 +202,7 @@ __attribute__((visibility("default"))) const struct sluice_jitter_ops sluice_jit
     .publish = j_publish,
     .thread_exit = j_thread_exit,
     .process_exit = j_process_exit,
-    .exec_start = j_exec_start,
+    .publish_all = j_publish_all,
     .fork_start = j_fork_start,
     .fork_end = j_fork_end,
     .hook_inst = lift_hook_inst,
@@ -200,4 +210,6 @@ __attribute__((visibility("default"))) const struct sluice_jitter_ops sluice_jit
     .once_hit = lift_once_hit,
     .mmap = j_mmap,
     .munmap = image_munmap,
+    .fd_next = fds_next,
+    .fd_claim = fds_claim,
 };

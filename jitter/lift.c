@@ -22,13 +22,13 @@
 #include "filter.h"
 #include "image.h"
 #include "once.h"
+#include "opts.h"
 #include "ring.h"
 
 static struct {
     struct filter *f; /* NULL: trace everything */
     const char *path;
     uint64_t faults[2]; /* hook_inst, hook_mem */
-    char *sets_buf;     /* SLUICE_FILTER_SET, split in place */
 } L;
 
 /* The thread lifting now: where trace_printk messages go. */
@@ -56,54 +56,24 @@ static void host_print(void *user, const char *msg, size_t len)
         ring_reserve(slot->ring, words * 8);
     }
     slot->cursor[words - 1] = 0; /* zero padding */
-    slot->cursor[0] = sluice_text_hdr(len);
     memcpy(slot->cursor + 1, msg, len);
+    /* Header last (see ring.h: a killed producer leaves a zero header). */
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    *(volatile uint64_t *)slot->cursor = sluice_text_hdr(len);
     slot->cursor += words;
 }
 
-/* Split "A=1\nB=2" into @p sets; returns how many, or -1 on a line without '='. */
-static int parse_sets(char *buf, struct filter_set *sets, size_t max)
-{
-    size_t n = 0;
-    char *line, *save = NULL, *eq;
-
-    for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        eq = strchr(line, '=');
-        if (!eq || n == max) {
-            return -1;
-        }
-        *eq = '\0';
-        sets[n++] = (struct filter_set){line, eq + 1};
-    }
-    return (int)n;
-}
-
-int lift_init(void)
+int lift_init(const struct jitter_opts *o)
 {
     static const struct filter_host host = {.image_of = host_image_of, .print = host_print};
-    const char *sets_env = getenv(SLUICE_FILTER_SET_ENV);
-    struct filter_set sets[64];
     char err[512];
-    int n = 0;
 
-    const char *path = getenv(SLUICE_FILTER_ENV);
-
-    if (!path || !*path) {
+    if (!o->filter || !*o->filter) {
         return 0;
     }
     /* Messages name what the user gave (F.c), not the object compiled from it. */
-    L.path = getenv(SLUICE_FILTER_NAME_ENV);
-    L.path = L.path && *L.path ? L.path : path;
-    if (sets_env && *sets_env) {
-        L.sets_buf = strdup(sets_env);
-        n = L.sets_buf ? parse_sets(L.sets_buf, sets, 64) : -1;
-        if (n < 0) {
-            fprintf(stderr, "sluice-jitter: %s: malformed (want NAME=VALUE lines, at most 64)\n",
-                    SLUICE_FILTER_SET_ENV);
-            return -EINVAL;
-        }
-    }
-    if (filter_open_file(path, sets, (size_t)n, &host, &L.f, err, sizeof(err)) < 0) {
+    L.path = o->filter_name && *o->filter_name ? o->filter_name : o->filter;
+    if (filter_open_file(o->filter, o->sets, o->n_sets, &host, &L.f, err, sizeof(err)) < 0) {
         fprintf(stderr, "sluice-jitter: %s\n", err);
         return -EINVAL;
     }

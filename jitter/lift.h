@@ -15,12 +15,14 @@
 
 #include <sluice/jitter_abi.h>
 
+struct jitter_opts;
+
 /**
- * Load the filter named by SLUICE_FILTER with the values of
- * SLUICE_FILTER_SET (see <sluice/ctl.h>); no filter means trace everything.
+ * Load the filter named in the jitter's options @p o with its set= values;
+ * no filter means trace everything.
  * @return 0, or a negative errno after one line on stderr.
  */
-int lift_init(void);
+int lift_init(const struct jitter_opts *o);
 
 /** QEMU's hook_inst (see jitter_abi.h). */
 int lift_hook_inst(struct sluice_thread_slot *slot, const struct sluice_lift_insn *insn);

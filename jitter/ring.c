@@ -15,6 +15,9 @@
  */
 #include "ring.h"
 
+#include "arena.h"
+#include "fds.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -35,45 +38,36 @@ static long futex(uint32_t *uaddr, int op, uint32_t val, const struct timespec *
     return syscall(SYS_futex, uaddr, op, val, ts, NULL, 0);
 }
 
-/* Map [hdr][data][data] from the memfd: a record crossing the end stays contiguous. */
+/*
+ * Map [hdr][data][data] from the arena: a record crossing the end stays
+ * contiguous. The arena's number is held still while we use it.
+ */
 static int map_ring(struct ring *r)
 {
+    int prot = PROT_READ | PROT_WRITE, flags = MAP_SHARED | MAP_FIXED, fd, err = 0;
+    off_t hdr = (off_t)r->offset, data = hdr + SLUICE_RING_HDR_BYTES;
     uint8_t *base = mmap(NULL, r->map_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
     if (base == MAP_FAILED) {
         return -1;
     }
-    if (mmap(base, SLUICE_RING_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, r->fd,
-             0) == MAP_FAILED ||
-        mmap(base + SLUICE_RING_HDR_BYTES, r->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-             r->fd, SLUICE_RING_HDR_BYTES) == MAP_FAILED ||
-        mmap(base + SLUICE_RING_HDR_BYTES + r->size, r->size, PROT_READ | PROT_WRITE,
-             MAP_SHARED | MAP_FIXED, r->fd, SLUICE_RING_HDR_BYTES) == MAP_FAILED) {
+    fds_lock();
+    fd = arena_fd();
+    if (mmap(base, SLUICE_RING_HDR_BYTES, prot, flags, fd, hdr) == MAP_FAILED ||
+        mmap(base + SLUICE_RING_HDR_BYTES, r->size, prot, flags, fd, data) == MAP_FAILED ||
+        mmap(base + SLUICE_RING_HDR_BYTES + r->size, r->size, prot, flags, fd, data) ==
+            MAP_FAILED) {
+        err = errno;
+    }
+    fds_unlock();
+    if (err) {
         munmap(base, r->map_bytes);
+        errno = err;
         return -1;
     }
     r->hdr = (struct sluice_ring_hdr *)base;
     r->data = base + SLUICE_RING_HDR_BYTES;
     return 0;
-}
-
-/*
- * A close-on-exec memfd placed at or above JITTER_FD_MIN, so the guest's
- * own descriptors keep the numbers they would have without tracing.
- */
-static int ring_memfd(void)
-{
-    int fd = memfd_create("sluice-ring", MFD_CLOEXEC), high;
-
-    if (fd < 0) {
-        return -1;
-    }
-    high = fcntl(fd, F_DUPFD_CLOEXEC, JITTER_FD_MIN);
-    if (high < 0) {
-        return fd; /* no room up there (low RLIMIT_NOFILE): keep the low one */
-    }
-    close(fd);
-    return high;
 }
 
 static void fill_hdr(struct sluice_ring_hdr *h, uint64_t size, uint32_t pid, uint32_t tid,
@@ -95,6 +89,7 @@ struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq
                          const char *comm, int big_endian, struct sluice_thread_slot *slot)
 {
     struct ring *r;
+    int err;
 
     if (size < 4 * (uint64_t)SLUICE_RESERVE_MAX || (size & (size - 1)) ||
         size % (uint64_t)sysconf(_SC_PAGESIZE)) {
@@ -107,31 +102,46 @@ struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq
     }
     r->size = size;
     r->map_bytes = SLUICE_RING_HDR_BYTES + 2 * size;
-    r->fd = ring_memfd();
-    if (r->fd < 0 || ftruncate(r->fd, SLUICE_RING_HDR_BYTES + size) < 0 || map_ring(r) < 0) {
-        int err = errno;
-        if (r->fd >= 0) {
-            close(r->fd);
-        }
+    err = arena_alloc(SLUICE_RING_HDR_BYTES + size, &r->offset);
+    if (err < 0 || map_ring(r) < 0) {
+        err = err < 0 ? -err : errno;
         free(r);
         errno = err;
         return NULL;
     }
     fill_hdr(r->hdr, size, pid, tid, seq, arch, comm, big_endian);
     r->slot = slot;
+    /* A new range of the arena reads as zero: no need to clear it. */
     slot->cursor = (uint64_t *)r->data;
-    slot->limit = (uint64_t *)(r->data + CHUNK_BYTES);
+    slot->limit = (uint64_t *)(r->data + CHUNK_BYTES - 8);
     slot->ring = r;
     return r;
 }
 
-void ring_destroy(struct ring *r)
+/* Whether any consumer still has this ring's slot. */
+static int has_consumer(const struct ring *r)
 {
+    unsigned i;
+
+    for (i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
+        if (__atomic_load_n(&r->hdr->consumer[i].active, __ATOMIC_ACQUIRE)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void ring_destroy(struct ring *r, int give_back)
+{
+    int unread = has_consumer(r);
+
     if (r->slot && r->slot->ring == r) {
         r->slot->ring = NULL;
     }
     munmap(r->hdr, r->map_bytes);
-    close(r->fd);
+    if (give_back && !unread) {
+        arena_release(r->offset, SLUICE_RING_HDR_BYTES + r->size);
+    }
     free(r);
 }
 
@@ -218,12 +228,27 @@ static void wait_for_consumer(struct ring *r, unsigned i, uint64_t need)
     futex(&c->tail_futex, FUTEX_WAIT, seen, &ts);
 }
 
+/*
+ * Zero @p bytes at the cursor. The first word goes first, on its own: a
+ * producer killed inside memset (which may store in any order) still
+ * leaves a zero header at head, where a salvaging consumer starts.
+ */
+static void clear_ahead(struct ring *r, uint64_t bytes)
+{
+    volatile uint64_t *first = r->slot->cursor;
+
+    *first = 0;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    memset(r->slot->cursor + 1, 0, bytes - 8);
+}
+
 void ring_reserve(struct ring *r, uint64_t need)
 {
     uint64_t avail;
     int w;
 
     ring_publish(r);
+    need += 8; /* the zero word after the last record */
     for (;;) {
         avail = free_bytes(r, &w);
         if (avail >= need || w < 0) {
@@ -237,7 +262,8 @@ void ring_reserve(struct ring *r, uint64_t need)
     if (avail > CHUNK_BYTES && need <= CHUNK_BYTES) {
         avail = CHUNK_BYTES;
     }
-    r->slot->limit = (uint64_t *)((uint8_t *)r->slot->cursor + avail);
+    clear_ahead(r, avail);
+    r->slot->limit = (uint64_t *)((uint8_t *)r->slot->cursor + avail - 8);
 }
 
 void ring_close(struct ring *r)

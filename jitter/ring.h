@@ -16,38 +16,41 @@
 #include <sluice/jitter_abi.h>
 #include <sluice/record.h>
 
-/* The jitter's descriptors live at or above this number, away from the guest's. */
-#define JITTER_FD_MIN 900
-
 struct ring {
     struct sluice_ring_hdr *hdr;     /* header page (shared) */
     uint8_t *data;                   /* first of the two data mappings */
     uint64_t size;                   /* data bytes, a power of two */
     uint64_t head;                   /* published position (our copy of hdr->head) */
     size_t map_bytes;                /* whole mapping: header + 2 * size */
-    int fd;                          /* the memfd, close-on-exec */
+    uint64_t offset;                 /* of the header in the process's arena (arena.h) */
     struct sluice_thread_slot *slot; /* the vCPU's cursor and limit */
     struct ring *next;               /* the process's list of rings (jitter.c) */
 };
 
 /**
  * Create a ring of @p size data bytes (a power of two, >= 4 * SLUICE_RESERVE_MAX,
- * a multiple of the page size) for guest thread @p tid of process @p pid, and
- * point @p slot at it.
+ * a multiple of the page size) for guest thread @p tid of process @p pid in
+ * the process's arena, and point @p slot at it. Its data reads as zero.
  * @return the ring, or NULL with errno set.
  */
 struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq, const char *arch,
                          const char *comm, int big_endian, struct sluice_thread_slot *slot);
 
-/** Unmap and close; the memfd lives on in consumers that hold it. */
-void ring_destroy(struct ring *r);
+/**
+ * Unmap; the arena lives on in consumers that map it. With @p give_back
+ * and no active consumer, the ring's pages go back to the kernel at once
+ * (never in a forked child: the pages are the parent's).
+ */
+void ring_destroy(struct ring *r, int give_back);
 
 /** Publish everything written up to the slot's cursor (release store of head). */
 void ring_publish(struct ring *r);
 
 /**
  * Publish, then make `limit - cursor >= need` bytes writable, waiting for
- * lossless consumers while the ring is full.
+ * lossless consumers while the ring is full. The granted bytes, and one
+ * word past them, are zeroed first: a consumer draining a producer that
+ * died (SIGKILL) stops at the first zero header after the last record.
  */
 void ring_reserve(struct ring *r, uint64_t need);
 

@@ -122,6 +122,16 @@ struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callb
 int sluice_session__run(struct sluice_session *s);
 
 /**
+ * Threads whose producer ended without closing its ring (its process was
+ * killed, or a sibling thread's execve ended it): their records written
+ * after the last publish were recovered from the ring (see record.h).
+ * Call after sluice_session__run() returned.
+ * @param[out] bytes if not NULL, the bytes of records so recovered
+ * @return the number of such threads (0 when every thread exited).
+ */
+size_t sluice_session__salvaged(const struct sluice_session *s, uint64_t *bytes);
+
+/**
  * Records decoded so far, all threads together (EXEC + MEM + LOST records),
  * for progress reports. Thread-safe: may be called from any thread while
  * sluice_session__run() runs; the value only grows.

@@ -19,20 +19,26 @@
  *   it has exited or exec'd (the jitter's end is close-on-exec); by then every
  *   ring's last record is published.
  *
- * `sluice run` hands one end of a socketpair to QEMU in the environment
- * variable SLUICE_CONSUMER_FD (the patched QEMU hides SLUICE_* variables from
- * the guest) and sends HELLO before QEMU starts, so the consumer is attached
- * before the first guest instruction.
+ * `sluice run` hands one end of a socketpair to QEMU, named in the jitter's
+ * options (`-jitter PATH,consumer_fd=N,...`, keys SLUICE_OPT_* below; never
+ * in the environment, which the guest can read), and sends HELLO before
+ * QEMU starts, so the consumer is attached before the first guest
+ * instruction.
+ *
+ * Rings: all rings of one guest process live in one memfd, the process's
+ * arena (so the jitter holds a constant number of descriptors whatever the
+ * thread count). Each RING message carries the arena's descriptor and the
+ * file offset of that ring's header; a consumer maps the ring from there
+ * (layout in record.h). A consumer must check that the header it maps
+ * matches the message (pid, tid, sizes) and refuse a ring it already has.
  */
 #ifndef SLUICE_CTL_H
 #define SLUICE_CTL_H
 
 #include <stdint.h>
 
-/** Version of this protocol; HELLO with another version is refused. */
-#define SLUICE_CTL_VERSION 1u
-/** Environment variable naming an inherited, connected consumer socket fd. */
-#define SLUICE_CONSUMER_FD_ENV "SLUICE_CONSUMER_FD"
+/** Version of this protocol; HELLO with another version is refused. 2: RING carries an offset. */
+#define SLUICE_CTL_VERSION 2u
 
 enum sluice_ctl_type {
     SLUICE_CTL_HELLO = 1,   /**< consumer -> jitter */
@@ -50,19 +56,27 @@ struct sluice_ctl_msg {
     uint32_t slot;       /**< consumer slot index in every ring header (WELCOME, RING) */
     uint32_t lossless;   /**< HELLO: 1 lossless, 0 lossy */
     uint64_t ring_bytes; /**< RING: data area size in bytes (power of two) */
+    uint64_t offset;     /**< RING: file offset of the ring's header in the arena memfd */
     char arch[16];       /**< QEMU target name (WELCOME, RING) */
     char error[96];      /**< REFUSED: reason, NUL-terminated */
 };
 
-/** Environment variable: path of the filter object (ELF, BPF) the jitter loads; unset = trace all.
+/*
+ * The jitter's options, after its path: `-jitter PATH,key=value,...`; a ','
+ * inside a value is written ",,". Parsed by jitter/opts.c.
  */
-#define SLUICE_FILTER_ENV "SLUICE_FILTER"
-/** Environment variable: the filter's name in the jitter's messages (default: SLUICE_FILTER). */
-#define SLUICE_FILTER_NAME_ENV "SLUICE_FILTER_NAME"
-/** Environment variable: the filter's --set values, "NAME=VALUE" lines separated by '\n'. */
-#define SLUICE_FILTER_SET_ENV "SLUICE_FILTER_SET"
+/** Option: an inherited, connected consumer socket descriptor. */
+#define SLUICE_OPT_CONSUMER_FD "consumer_fd"
+/** Option: ring data bytes per guest thread (see sluice_ring_bytes_parse()). */
+#define SLUICE_OPT_RING_BYTES "ring_bytes"
+/** Option: path of the filter object (ELF, BPF) to load; absent = trace everything. */
+#define SLUICE_OPT_FILTER "filter"
+/** Option: the filter's name in the jitter's messages (default: its path). */
+#define SLUICE_OPT_FILTER_NAME "filter_name"
+/** Option, repeatable: one of the filter's --set values, "NAME=VALUE". */
+#define SLUICE_OPT_SET "set"
 
-/** Environment variable: ring data bytes per guest thread (see sluice_ring_bytes_parse()). */
+/** Environment variable of the `sluice` command: ring data bytes per guest thread. */
 #define SLUICE_RING_BYTES_ENV "SLUICE_RING_BYTES"
 /** Default ring data size: 16 MiB per guest thread. */
 #define SLUICE_RING_BYTES_DEFAULT (16ull << 20)

@@ -17,13 +17,17 @@
  *
  * Changelog: 1 — first version. 2 — lift-time decisions (hook_inst, hook_mem,
  * once_hit), the helper_mem word, and guest mmap/munmap notifications.
+ * 3 — options after the path (`-jitter PATH,key=value,...`, host_info.args)
+ * instead of environment variables; publish_all (held across execve and a
+ * SIGKILL the guest sends itself) replaces exec_start; fd_next and fd_claim
+ * keep the jitter's descriptors out of the guest's reach.
  */
 #ifndef SLUICE_JITTER_ABI_H
 #define SLUICE_JITTER_ABI_H
 
 #include <stdint.h>
 
-#define SLUICE_JITTER_ABI_VERSION 2u
+#define SLUICE_JITTER_ABI_VERSION 3u
 
 /**
  * Per-vCPU producer state. It lives in QEMU's CPUNegativeOffsetState
@@ -78,6 +82,12 @@ struct sluice_host_info {
     uint32_t big_endian; /**< guest byte order */
     const char *arch;    /**< QEMU target name, e.g. "x86_64", "aarch64", "mipsel" */
     const char *exe;     /**< guest program path */
+    /**
+     * What followed the path in `-jitter PATH,OPTIONS` (or QEMU_JITTER):
+     * "key=value" items separated by ',' (a ',' inside a value is written
+     * ",,"); "" when there were none. The jitter defines the keys.
+     */
+    const char *args;
 };
 
 /**
@@ -112,8 +122,14 @@ struct sluice_jitter_ops {
     /** Exclusive, the process exits (exit_group, last exit, fatal signal): publish and close all
      * rings. */
     void (*process_exit)(int status);
-    /** Exclusive, before execve(2): publish all rings (the exec may fail and return). */
-    void (*exec_start)(void);
+    /**
+     * Exclusive, before a syscall that ends the process if it succeeds:
+     * execve(2), or a SIGKILL the guest sends its own process. QEMU holds
+     * the exclusive section across the syscall, so no other vCPU writes a
+     * record between this publish and the process's end; if the syscall
+     * fails, QEMU releases it and tracing goes on.
+     */
+    void (*publish_all)(void);
     /** Exclusive, before fork(2) in the parent: publish all rings. */
     void (*fork_start)(void);
     /**
@@ -153,6 +169,21 @@ struct sluice_jitter_ops {
     void (*mmap)(uint64_t start, uint64_t len, int prot, int flags, int fd, uint64_t offset);
     /** Any thread, mmap_lock held: the guest range [start, start + len) is unmapped. */
     void (*munmap)(uint64_t start, uint64_t len);
+
+    /**
+     * vCPU, at a guest syscall that names descriptors (close, close_range,
+     * dup2/dup3, read, write, fcntl, ...): the jitter's lowest descriptor
+     * >= @p from, or -1 if none. The guest's syscall then behaves as if
+     * the jitter's descriptors were not open (EBADF; close_range skips them).
+     */
+    int (*fd_next)(int from);
+    /**
+     * vCPU, before dup2/dup3 makes @p fd the guest's: if @p fd is one of the
+     * jitter's, move it to another number first.
+     * @return 0, or a negative errno (no free number: the guest's call then
+     *         fails with it).
+     */
+    int (*fd_claim)(int fd);
 };
 
 /** Room a translation block may need, in bytes (sizes TBs; reserve() gets at most this + 32). */

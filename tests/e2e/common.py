@@ -42,9 +42,9 @@ def guest_env(sluice=False):
     """The environment of a run; the guest sees the same one in every run.
 
     QEMU_RAND_SEED makes AT_RANDOM (stack canary, pointer guard) the same in
-    every run. SLUICE_QEMU_DIR goes to sluice only: sluice's QEMU hides
-    SLUICE_* variables from the guest (qemu-patch 0004), so giving it to the
-    other runs would change the guest's environment, hence its stack.
+    every run. SLUICE_QEMU_DIR goes to sluice only: sluice removes SLUICE_*
+    variables from QEMU's environment, so giving it to the other runs would
+    change the guest's environment, hence its stack.
     """
     env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "QEMU_RAND_SEED": "1"}
     for k in ("HOME", "XDG_RUNTIME_DIR", "TMPDIR") + (("SLUICE_QEMU_DIR",) if sluice else ()):

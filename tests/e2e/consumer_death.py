@@ -4,7 +4,7 @@
 
 This test is the consumer itself, speaking the control protocol
 (include/sluice/ctl.h) over a socketpair handed to the patched QEMU in
-SLUICE_CONSUMER_FD. It sends HELLO (lossless), reads WELCOME, then never
+the jitter's consumer_fd option. It sends HELLO (lossless), reads WELCOME, then never
 reads the ring (256 KiB, SLUICE_RING_BYTES), so:
   1. the guest (gzip -9 of a few MB) must stop, waiting for the consumer,
      and not finish (nor spin a core: its CPU time must stay flat);
@@ -26,7 +26,7 @@ import time
 import common
 
 # struct sluice_ctl_msg: type, version, pid, tid, slot, lossless, ring_bytes, arch, error
-CTL = struct.Struct("=IIIIIIQ16s96s")
+CTL = struct.Struct("=IIIIIIQQ16s96s")  # include/sluice/ctl.h, version 2
 HELLO, WELCOME = 1, 2
 
 
@@ -52,11 +52,11 @@ def main():
             common.fail("untraced gzip failed: exit %d" % rc0)
 
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        ours.send(CTL.pack(HELLO, 1, 0, 0, 0, 1, 0, b"", b""))
+        ours.send(CTL.pack(HELLO, 2, 0, 0, 0, 1, 0, 0, b"", b""))
         env = common.guest_env()
-        env.update({"SLUICE_CONSUMER_FD": str(theirs.fileno()), "SLUICE_RING_BYTES": "262144"})
+        jitter = "%s,consumer_fd=%d,ring_bytes=262144" % (args.jitter, theirs.fileno())
         out = open(os.path.join(tmp, "out.gz"), "wb")
-        p = subprocess.Popen([qemu, "-jitter", args.jitter, "/bin/gzip", "-9", "-c", data],
+        p = subprocess.Popen([qemu, "-jitter", jitter, "/bin/gzip", "-9", "-c", data],
                              stdout=out, env=env, pass_fds=[theirs.fileno()])
         theirs.close()
         reply = CTL.unpack(ours.recv(CTL.size))

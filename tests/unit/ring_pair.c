@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "arena.h"
 #include "ring.h"
 #include "ring_reader.h"
 
@@ -70,12 +71,13 @@ Test(ring_pair, jitter_ring_to_reader_in_order, .timeout = 120)
     uint64_t next = 0, pc = 0;
     pthread_t th;
 
+    cr_assert_eq(arena_open(), 0);
     p.ring = ring_create(RING_SIZE, 1, 2, 0, "x86_64", "pair", 0, &p.slot);
     cr_assert_not_null(p.ring);
     /* What the jitter's control thread does when a lossless consumer attaches. */
     p.ring->hdr->consumer[0].lossless = 1;
     __atomic_store_n(&p.ring->hdr->consumer[0].active, 1, __ATOMIC_RELEASE);
-    cr_assert_eq(ring_reader__open(&r, p.ring->fd, 0), 0, "%s", r.err);
+    cr_assert_eq(ring_reader__open(&r, arena_fd(), p.ring->offset, 0), 0, "%s", r.err);
     cr_assert_eq(pthread_create(&th, NULL, produce, &p), 0);
     for (;;) {
         ssize_t n = ring_reader__read(&r, buf, sizeof(buf), &pc);
@@ -101,5 +103,50 @@ Test(ring_pair, jitter_ring_to_reader_in_order, .timeout = 120)
     cr_assert_eq(next, RECORDS);
     cr_assert_eq(r.hdr->lost, 0);
     ring_reader__close(&r);
-    ring_destroy(p.ring);
+    ring_destroy(p.ring, 1);
+    arena_forget();
+}
+
+/*
+ * A producer killed between publishes (SIGKILL): what it wrote after its
+ * last publish is recovered, up to the last whole record. A record whose
+ * other words are written but whose header is not (header last, as
+ * translated code writes it) is not taken.
+ */
+Test(ring_pair, salvage_stops_at_the_first_unwritten_header)
+{
+    static uint64_t buf[64 * 1024 / 8];
+    struct sluice_thread_slot slot = {0};
+    struct ring_reader r;
+    struct ring *ring;
+    uint64_t pc = 0, *c;
+    ssize_t n;
+
+    cr_assert_eq(arena_open(), 0);
+    ring = ring_create(RING_SIZE, 1, 2, 0, "x86_64", "pair", 0, &slot);
+    cr_assert_not_null(ring);
+    ring->hdr->consumer[0].lossless = 1;
+    __atomic_store_n(&ring->hdr->consumer[0].active, 1, __ATOMIC_RELEASE);
+    cr_assert_eq(ring_reader__open(&r, arena_fd(), ring->offset, 0), 0, "%s", r.err);
+    slot.cursor[0] = sluice_exec_hdr(0x1000);
+    slot.cursor++;
+    ring_publish(ring);     /* one record published, then three more not */
+    ring_reserve(ring, 64); /* zeroes ahead, as after a chunk boundary */
+    c = slot.cursor;
+    c[0] = sluice_exec_hdr(0x1004);
+    c[2] = 0xa0;
+    c[3] = 0x2a;
+    c[1] = sluice_mem_hdr(0x1004, 3, 1);
+    c[4] = sluice_exec_hdr(0x1008);
+    c[6] = 0xb0; /* a store whose record is half written: its header is still 0 */
+    c[7] = 0x2b;
+    cr_assert_eq(ring_reader__avail(&r), 8);
+    cr_assert_eq(ring_reader__salvage(&r), 5 * 8, "%s", r.err);
+    n = ring_reader__read(&r, buf, sizeof(buf), &pc);
+    cr_assert_eq(n, 6 * 8, "%s", r.err);
+    cr_assert_eq(buf[5], sluice_exec_hdr(0x1008));
+    cr_assert_eq(ring_reader__avail(&r), 0);
+    ring_reader__close(&r);
+    ring_destroy(ring, 1);
+    arena_forget();
 }

@@ -30,7 +30,7 @@ static const uint64_t *mem_rec(uint64_t pc, uint64_t addr, uint64_t val)
 
 static int open_reader(struct ring_reader *r, struct test_ring *t)
 {
-    return ring_reader__open(r, t->fd, 0);
+    return ring_reader__open(r, t->fd, 0, 0);
 }
 
 Test(ring_reader, opens_a_valid_ring)
@@ -128,7 +128,7 @@ Test(ring_reader, rejects_bad_slot)
     struct ring_reader r;
 
     cr_assert_eq(test_ring__create(&t, PAGE, 1, 0), 0);
-    cr_assert_eq(ring_reader__open(&r, t.fd, SLUICE_MAX_CONSUMERS), -EINVAL);
+    cr_assert_eq(ring_reader__open(&r, t.fd, 0, SLUICE_MAX_CONSUMERS), -EINVAL);
     cr_assert(strstr(r.err, "slot"), "%s", r.err);
     test_ring__destroy(&t);
 }
@@ -139,7 +139,7 @@ Test(ring_reader, rejects_a_short_file)
     int fd = memfd_create("short", MFD_CLOEXEC);
 
     cr_assert_eq(ftruncate(fd, 100), 0);
-    cr_assert_eq(ring_reader__open(&r, fd, 0), -EINVAL);
+    cr_assert_eq(ring_reader__open(&r, fd, 0, 0), -EINVAL);
     close(fd);
 }
 

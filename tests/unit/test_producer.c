@@ -51,7 +51,7 @@ int test_ring__create(struct test_ring *t, uint64_t size, uint32_t tid, uint64_t
     t->hdr->data_size = size;
     t->hdr->pid = 1000;
     t->hdr->tid = tid;
-    t->hdr->seq = 0;
+    t->hdr->seq = tid; /* unique per ring, as the jitter numbers them */
     memcpy(t->hdr->arch, "x86_64", 7);
     memcpy(t->hdr->comm, "testprog", 9);
     t->hdr->head = start;

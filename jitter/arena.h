@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * arena.h — the one memfd that holds every ring of this guest process.
+ *
+ * One descriptor for all rings, whatever the thread count (a descriptor per
+ * thread ran the guest out of them at about a thousand threads). Rings are
+ * laid end to end at offsets arena_alloc() hands out; the file grows and
+ * never shrinks, but the data of a ring nobody reads any more is given back
+ * to the kernel (arena_release()).
+ *
+ * Threads: arena_alloc/arena_release under the jitter's ring-list lock (or
+ * exclusive); arena_fd() anywhere, under fds_lock() if the number is passed
+ * to a syscall (a guest's dup2 may move it).
+ */
+#ifndef SLUICE_JITTER_ARENA_H
+#define SLUICE_JITTER_ARENA_H
+
+#include <stdint.h>
+
+/** Create this process's arena (at init, and in a child after fork). @return 0 or -errno. */
+int arena_open(void);
+
+/** Forget the parent's arena in a child after fork (close our copy of its memfd). */
+void arena_forget(void);
+
+/** The arena's descriptor, or -1 before arena_open(). */
+int arena_fd(void);
+
+/**
+ * Grow the arena by @p bytes (a multiple of the page size).
+ * @param[out] offset file offset of the new range
+ * @return 0, or -errno (the arena is unchanged).
+ */
+int arena_alloc(uint64_t bytes, uint64_t *offset);
+
+/** Give the pages of [offset, offset + bytes) back; they read as zero afterwards. */
+void arena_release(uint64_t offset, uint64_t bytes);
+
+#endif /* SLUICE_JITTER_ARENA_H */

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fds.c — the jitter's descriptors (see fds.h).
+ *
+ * Any thread; never on the fast path (descriptors are made at init, at
+ * fork and at attach; QEMU asks about them only at guest syscalls that name
+ * a descriptor). Nothing here may close a descriptor that is not ours.
+ */
+#include "fds.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+/*
+ * Highest number we place a descriptor at, whatever RLIMIT_NOFILE says: a
+ * descriptor near a limit of 2^20 would make the kernel grow the process's
+ * descriptor table to that size (and copy it at every fork).
+ */
+#define FDS_TOP 4096
+/* How far below the top we look for a free number before giving up. */
+#define FDS_SEARCH 256
+
+static struct {
+    pthread_mutex_t lock;
+    int *home[FDS_MAX]; /* where each registered descriptor's number lives */
+} R = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* A close-on-exec duplicate of @p fd at the highest free number, or -1. */
+static int dup_high(int fd)
+{
+    struct rlimit rl;
+    long top = FDS_TOP, n;
+    int high;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)top) {
+        top = (long)rl.rlim_cur;
+    }
+    for (n = top - 1; n >= 3 && n >= top - FDS_SEARCH; n--) {
+        high = fcntl(fd, F_DUPFD_CLOEXEC, (int)n);
+        if (high >= 0) {
+            return high; /* the lowest free >= n: the highest free, going down */
+        }
+        if (errno != EMFILE && errno != EINVAL) {
+            return -1;
+        }
+    }
+    errno = EMFILE;
+    return -1;
+}
+
+int fds_adopt(int fd, int *home)
+{
+    int i, high;
+
+    pthread_mutex_lock(&R.lock);
+    for (i = 0; i < FDS_MAX && R.home[i]; i++) {
+    }
+    if (i == FDS_MAX) {
+        pthread_mutex_unlock(&R.lock);
+        return -EMFILE;
+    }
+    high = dup_high(fd);
+    if (high >= 0 && high > fd) {
+        close(fd);
+        fd = high;
+    } else if (high >= 0) {
+        close(high); /* no higher number is free: keep the one we have */
+    }
+    *home = fd;
+    R.home[i] = home;
+    pthread_mutex_unlock(&R.lock);
+    return fd;
+}
+
+void fds_drop(int *home)
+{
+    int i;
+
+    pthread_mutex_lock(&R.lock);
+    for (i = 0; i < FDS_MAX; i++) {
+        if (R.home[i] == home) {
+            R.home[i] = NULL;
+        }
+    }
+    pthread_mutex_unlock(&R.lock);
+}
+
+int fds_next(int from)
+{
+    int i, best = -1;
+
+    pthread_mutex_lock(&R.lock);
+    for (i = 0; i < FDS_MAX; i++) {
+        int fd = R.home[i] ? *R.home[i] : -1;
+        if (fd >= from && (best < 0 || fd < best)) {
+            best = fd;
+        }
+    }
+    pthread_mutex_unlock(&R.lock);
+    return best;
+}
+
+int fds_claim(int fd)
+{
+    int i, moved, err = 0;
+
+    pthread_mutex_lock(&R.lock);
+    for (i = 0; i < FDS_MAX; i++) {
+        if (R.home[i] && *R.home[i] == fd) {
+            moved = dup_high(fd);
+            if (moved < 0) {
+                err = -EMFILE;
+                break;
+            }
+            *R.home[i] = moved;
+            close(fd);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&R.lock);
+    return err;
+}
+
+void fds_lock(void)
+{
+    pthread_mutex_lock(&R.lock);
+}
+
+void fds_unlock(void)
+{
+    pthread_mutex_unlock(&R.lock);
+}
+
+void fds_after_fork_child(void)
+{
+    pthread_mutex_init(&R.lock, NULL);
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fds.h — the jitter's descriptors: where they sit, and keeping them out of
+ * the guest's way.
+ *
+ * The guest and the jitter share one descriptor table (QEMU's). The
+ * jitter's few descriptors (the ring arena, consumer sockets) sit at the
+ * top of the guest's RLIMIT_NOFILE, so the guest's own open() returns what
+ * it would untraced; QEMU asks fds_next() before a guest syscall that names
+ * a descriptor and makes it fail as for one that is not open, and calls
+ * fds_claim() before a dup2/dup3 onto one of ours, which then moves.
+ *
+ * Threads: any. One lock guards the registry; a user that passes one of
+ * its descriptors to a syscall while another thread might move it (a
+ * guest's dup2) holds fds_lock() around the call.
+ */
+#ifndef SLUICE_JITTER_FDS_H
+#define SLUICE_JITTER_FDS_H
+
+/** Most descriptors the jitter holds at once. */
+#define FDS_MAX 16
+
+/**
+ * Move the new descriptor @p fd to a free number at the top of the guest's
+ * range (close-on-exec), register @p home as holding it and store the
+ * number there. @p fd is closed if it moved.
+ * @return the number (also in *home), or -errno (registry full): then @p fd
+ *         stays as it is, registered nowhere.
+ */
+int fds_adopt(int fd, int *home);
+
+/** Unregister @p home (before its holder closes the descriptor). */
+void fds_drop(int *home);
+
+/** The lowest registered descriptor >= @p from, or -1 (QEMU's fd_next). */
+int fds_next(int from);
+
+/**
+ * The guest is about to make @p fd its own (QEMU's fd_claim): if it is one
+ * of ours, move ours to another number first.
+ * @return 0, or -EMFILE when no number is free.
+ */
+int fds_claim(int fd);
+
+/** Hold the registry still (see the file comment). */
+void fds_lock(void);
+/** Release fds_lock(). */
+void fds_unlock(void);
+
+/** Child after fork: the registry's lock may have been held by a thread that is gone. */
+void fds_after_fork_child(void);
+
+#endif /* SLUICE_JITTER_FDS_H */
