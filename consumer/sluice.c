@@ -5,11 +5,12 @@
  *   sluice run [--filter F] [--set NAME=VALUE]... [--tool dump|stats] [--json] [-o FILE]
  *              [--workers N] -- PROGRAM [ARGS]
  *
- * Main thread: parses arguments, finds qemu-<arch> and the jitter, attaches
- * a libsluice session to one end of a socketpair, starts QEMU with the other
- * end, runs the session, then ends the way the guest ended. Setup errors are
- * one line on stderr and exit status 2; the guest's stdin/stdout/stderr are
- * never touched (tool output goes to -o FILE, else stderr).
+ * Main thread: parses arguments, finds qemu-<arch> and the jitter, checks
+ * what QEMU would fail on (precheck.h), attaches a libsluice session to one
+ * end of a socketpair, starts QEMU with the other end, runs the session, then
+ * ends the way the guest ended. Setup errors are one line on stderr and exit
+ * status 2; the guest's stdin/stdout/stderr are never touched (tool output
+ * goes to -o FILE, else stderr).
  */
 #include <errno.h>
 #include <limits.h>
@@ -22,6 +23,7 @@
 
 #include "filter_arg.h"
 #include "launch.h"
+#include "precheck.h"
 #include "sluice/ctl.h"
 #include "progress.h"
 #include "sluice/consumer.h"
@@ -169,7 +171,7 @@ struct run_paths {
 
 static int resolve(const struct run_args *a, struct run_paths *p)
 {
-    char err[PATH_MAX + 128];
+    char err[4 * PATH_MAX], interp[PATH_MAX], ld_prefix[PATH_MAX];
     const char *arch;
 
     const char *ring_bytes = getenv(SLUICE_RING_BYTES_ENV);
@@ -180,11 +182,17 @@ static int resolve(const struct run_args *a, struct run_paths *p)
                 SLUICE_RING_BYTES_ENV, ring_bytes, SLUICE_RING_BYTES_MIN, SLUICE_RING_BYTES_MAX);
         return -1;
     }
+    /* What QEMU would fail on once started is checked here, so that it fails
+     * first, in one line: the program, QEMU, the interpreter, the jitter. */
     if (launch_find_program(a->prog[0], p->prog, sizeof(p->prog), err, sizeof(err)) ||
         !(arch = launch_elf_arch(p->prog, err, sizeof(err))) ||
+        precheck_program(p->prog, interp, sizeof(interp), err, sizeof(err)) ||
         launch_qemu_path(arch, SLUICE_QEMU_DIR_DEFAULT, p->qemu, sizeof(p->qemu), err,
                          sizeof(err)) ||
-        launch_jitter_path(SLUICE_JITTER_DEFAULT, p->jitter, sizeof(p->jitter), err, sizeof(err))) {
+        precheck_qemu(p->qemu, ld_prefix, sizeof(ld_prefix), err, sizeof(err)) ||
+        precheck_interp(p->prog, arch, interp, ld_prefix, err, sizeof(err)) ||
+        launch_jitter_path(SLUICE_JITTER_DEFAULT, p->jitter, sizeof(p->jitter), err, sizeof(err)) ||
+        precheck_jitter(p->jitter, err, sizeof(err))) {
         fprintf(stderr, "sluice: %s\n", err);
         return -1;
     }
