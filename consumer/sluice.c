@@ -9,8 +9,9 @@
  * what QEMU would fail on (precheck.h), attaches a libsluice session to one
  * end of a socketpair, starts QEMU with the other end, runs the session, then
  * ends the way the guest ended. Setup errors are one line on stderr and exit
- * status 2; the guest's stdin/stdout/stderr are never touched (tool output
- * goes to -o FILE, else stderr).
+ * status 2, and so is a QEMU that dies before tracing starts (no report); the
+ * guest's stdin/stdout/stderr are never touched (tool output goes to -o FILE,
+ * else stderr).
  */
 #include <errno.h>
 #include <limits.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -228,14 +230,40 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
     return pid;
 }
 
+/* Whether the guest's QEMU (wait status @p status) ended well. */
+static int exited_0(int status)
+{
+    return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* No guest thread was ever traced and something failed: say what, in one
+ * line (QEMU's own message, if any, is above it). */
+static void report_not_started(int status, const struct sluice_session *s)
+{
+    if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+        fprintf(stderr,
+                "sluice: QEMU exited with status %d before tracing started (its message is "
+                "above)\n",
+                WEXITSTATUS(status));
+    } else if (status != -1 && WIFSIGNALED(status)) {
+        fprintf(stderr, "sluice: QEMU was killed by SIG%s before tracing started\n",
+                sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
+    } else if (status == -1) {
+        fprintf(stderr, "sluice: QEMU ended before tracing started (its status is unknown)\n");
+    } else {
+        fprintf(stderr, "sluice: tracing did not start: %s\n", sluice_session__error(s));
+    }
+}
+
 static int cmd_run(int argc, char **argv)
 {
     struct tool_env env = {stderr, 0};
+    struct sluice_counts unused;
     struct progress prog = {0};
     struct sluice_session *s = NULL;
     struct run_paths paths;
     struct run_args a;
-    int rc = parse_run(argc, argv, &a), failed, status;
+    int rc = parse_run(argc, argv, &a), failed, started, status;
     double t0;
     pid_t pid;
 
@@ -266,10 +294,22 @@ static int cmd_run(int argc, char **argv)
     t0 = now();
     failed = sluice_session__run(s) != 0;
     progress_stop(&prog);
-    if (failed) {
+    started = sluice_session__counts(s, &unused, NULL, NULL, 0) > 0;
+    if (failed && started) {
         fprintf(stderr, "sluice: trace: %s\n", sluice_session__error(s));
     }
     status = launch_wait(pid);
+    if (!started && (failed || !exited_0(status))) {
+        /* QEMU died before the guest's first thread (e.g. before WELCOME):
+         * nothing ran traced, so there is nothing to report. */
+        report_not_started(status, s);
+        if (env.out != stderr) {
+            fclose(env.out);
+        }
+        sluice_session__free(s);
+        filter_arg_cleanup(&a.filter);
+        return 2;
+    }
     failed |= a.tool->report(&env, s, now() - t0) != 0;
     if (env.out != stderr && fclose(env.out) != 0) {
         fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
