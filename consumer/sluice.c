@@ -257,7 +257,7 @@ static void report_not_started(int status, const struct sluice_session *s)
 
 static int cmd_run(int argc, char **argv)
 {
-    struct tool_env env = {stderr, 0};
+    struct tool_env env = {stderr, 0, "stderr"};
     struct sluice_counts unused;
     struct progress prog = {0};
     struct sluice_session *s = NULL;
@@ -280,6 +280,7 @@ static int cmd_run(int argc, char **argv)
         filter_arg_cleanup(&a.filter);
         return 2;
     }
+    env.name = a.out ? a.out : "stderr";
     pid = start(&a, &paths, &env, &s);
     if (pid < 0) {
         sluice_session__free(s);
