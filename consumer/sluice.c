@@ -5,11 +5,13 @@
  *   sluice run [--filter F] [--set NAME=VALUE]... [--tool dump|stats] [--json] [-o FILE]
  *              [--workers N] -- PROGRAM [ARGS]
  *
- * Main thread: parses arguments, finds qemu-<arch> and the jitter, attaches
- * a libsluice session to one end of a socketpair, starts QEMU with the other
- * end, runs the session, then ends the way the guest ended. Setup errors are
- * one line on stderr and exit status 2; the guest's stdin/stdout/stderr are
- * never touched (tool output goes to -o FILE, else stderr).
+ * Main thread: parses arguments, finds qemu-<arch> and the jitter, checks
+ * what QEMU would fail on (precheck.h), attaches a libsluice session to one
+ * end of a socketpair, starts QEMU with the other end, runs the session, then
+ * ends the way the guest ended. Setup errors are one line on stderr and exit
+ * status 2, and so is a QEMU that dies before tracing starts (no report); the
+ * guest's stdin/stdout/stderr are never touched (tool output goes to -o FILE,
+ * else stderr).
  */
 #include <errno.h>
 #include <signal.h>
@@ -25,6 +27,7 @@
 #include "filter_arg.h"
 #include "jitter_arg.h"
 #include "launch.h"
+#include "precheck.h"
 #include "sluice/ctl.h"
 #include "progress.h"
 #include "sluice/consumer.h"
@@ -173,7 +176,7 @@ struct run_paths {
 
 static int resolve(const struct run_args *a, struct run_paths *p)
 {
-    char err[PATH_MAX + 128];
+    char err[4 * PATH_MAX], interp[PATH_MAX], ld_prefix[PATH_MAX];
     const char *arch;
 
     const char *ring_bytes = getenv(SLUICE_RING_BYTES_ENV);
@@ -183,11 +186,17 @@ static int resolve(const struct run_args *a, struct run_paths *p)
                 SLUICE_RING_BYTES_ENV, ring_bytes, SLUICE_RING_BYTES_MIN, SLUICE_RING_BYTES_MAX);
         return -1;
     }
+    /* What QEMU would fail on once started is checked here, so that it fails
+     * first, in one line: the program, QEMU, the interpreter, the jitter. */
     if (launch_find_program(a->prog[0], p->prog, sizeof(p->prog), err, sizeof(err)) ||
         !(arch = launch_elf_arch(p->prog, err, sizeof(err))) ||
+        precheck_program(p->prog, interp, sizeof(interp), err, sizeof(err)) ||
         launch_qemu_path(arch, SLUICE_QEMU_DIR_DEFAULT, p->qemu, sizeof(p->qemu), err,
                          sizeof(err)) ||
-        launch_jitter_path(SLUICE_JITTER_DEFAULT, p->jitter, sizeof(p->jitter), err, sizeof(err))) {
+        precheck_qemu(p->qemu, ld_prefix, sizeof(ld_prefix), err, sizeof(err)) ||
+        precheck_interp(p->prog, arch, interp, ld_prefix, err, sizeof(err)) ||
+        launch_jitter_path(SLUICE_JITTER_DEFAULT, p->jitter, sizeof(p->jitter), err, sizeof(err)) ||
+        precheck_jitter(p->jitter, err, sizeof(err))) {
         fprintf(stderr, "sluice: %s\n", err);
         return -1;
     }
@@ -258,14 +267,40 @@ static void report_unclosed(FILE *out, const struct sluice_session *s, int statu
     }
 }
 
+/* Whether the guest's QEMU (wait status @p status) ended well. */
+static int exited_0(int status)
+{
+    return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* No guest thread was ever traced and something failed: say what, in one
+ * line (QEMU's own message, if any, is above it). */
+static void report_not_started(int status, const struct sluice_session *s)
+{
+    if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+        fprintf(stderr,
+                "sluice: QEMU exited with status %d before tracing started (its message is "
+                "above)\n",
+                WEXITSTATUS(status));
+    } else if (status != -1 && WIFSIGNALED(status)) {
+        fprintf(stderr, "sluice: QEMU was killed by SIG%s before tracing started\n",
+                sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
+    } else if (status == -1) {
+        fprintf(stderr, "sluice: QEMU ended before tracing started (its status is unknown)\n");
+    } else {
+        fprintf(stderr, "sluice: tracing did not start: %s\n", sluice_session__error(s));
+    }
+}
+
 static int cmd_run(int argc, char **argv)
 {
-    struct tool_env env = {stderr, 0};
+    struct tool_env env = {stderr, 0, "stderr"};
+    struct sluice_counts unused;
     struct progress prog = {0};
     struct sluice_session *s = NULL;
     struct run_paths paths;
     struct run_args a;
-    int rc = parse_run(argc, argv, &a), failed, status;
+    int rc = parse_run(argc, argv, &a), failed, started, status;
     double t0;
     pid_t pid;
 
@@ -282,6 +317,7 @@ static int cmd_run(int argc, char **argv)
         filter_arg_cleanup(&a.filter);
         return 2;
     }
+    env.name = a.out ? a.out : "stderr";
     pid = start(&a, &paths, &env, &s);
     if (pid < 0) {
         sluice_session__free(s);
@@ -296,10 +332,22 @@ static int cmd_run(int argc, char **argv)
     t0 = now();
     failed = sluice_session__run(s) != 0;
     progress_stop(&prog);
-    if (failed) {
+    started = sluice_session__counts(s, &unused, NULL, NULL, 0) > 0;
+    if (failed && started) {
         fprintf(stderr, "sluice: trace: %s\n", sluice_session__error(s));
     }
     status = launch_wait(pid);
+    if (!started && (failed || !exited_0(status))) {
+        /* QEMU died before the guest's first thread (e.g. before WELCOME):
+         * nothing ran traced, so there is nothing to report. */
+        report_not_started(status, s);
+        if (env.out != stderr) {
+            fclose(env.out);
+        }
+        sluice_session__free(s);
+        filter_arg_cleanup(&a.filter);
+        return 2;
+    }
     failed |= a.tool->report(&env, s, now() - t0) != 0;
     report_unclosed(env.out, s, status);
     if (env.out != stderr && fclose(env.out) != 0) {

@@ -14,13 +14,33 @@
  *
  * The formatting is the expensive part, so it runs in the worker callbacks
  * (in parallel, into fixed-size items); `trace` on the ordering thread only
- * appends the ready line to a large stdio buffer.
+ * appends the ready line to a large buffer, written with write(2) when full.
+ *
+ * A failed write (full disk, file size limit) is reported at once, on the
+ * ordering thread; the file is cut back to its last whole line, and from
+ * then on lines are neither formatted nor written, but the trace is still
+ * drained to its end, so the guest runs on as if nothing happened.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "tools.h"
+
+/* The output: one per process (one `sluice run`). Only the ordering thread
+ * writes it, except `failed`, which the workers read. */
+static struct {
+    struct tool_env *env;
+    int fd;
+    int truncatable; /* -o FILE, a regular file: cut back after a partial write */
+    off_t written;   /* bytes written so far, all whole lines */
+    size_t used;     /* bytes in buf */
+    int failed;      /* a write failed: drop the rest (atomic) */
+    char buf[4 << 20];
+} out;
 
 /* The longest line is about 100 bytes ("4294967295 WRITE16 0x<14> addr=0x<16> val=0x<16>:<16>\n").
  */
@@ -82,12 +102,22 @@ static int finish(struct line *l, char *p)
     return 1;
 }
 
+/* Whether the output failed: then no more lines are made. */
+static int dropping(void)
+{
+    return __atomic_load_n(&out.failed, __ATOMIC_RELAXED);
+}
+
 static int on_exec(void *user, const struct sluice_thread_info *t, uint64_t pc, void *item)
 {
     struct line *l = item;
-    char *p = put_dec(l->text, t->tid);
+    char *p;
 
     (void)user;
+    if (dropping()) {
+        return 0;
+    }
+    p = put_dec(l->text, t->tid);
     p = put_str(p, " EXEC ");
     return finish(l, put_hex(p, pc));
 }
@@ -95,8 +125,12 @@ static int on_exec(void *user, const struct sluice_thread_info *t, uint64_t pc, 
 static int on_mem(const struct sluice_thread_info *t, const struct sluice_mem *m, void *item)
 {
     struct line *l = item;
-    char *p = put_dec(l->text, t->tid);
+    char *p;
 
+    if (dropping()) {
+        return 0;
+    }
+    p = put_dec(l->text, t->tid);
     p = put_str(p, m->is_write ? " WRITE" : " READ");
     p = put_dec(p, m->size);
     *p++ = ' ';
@@ -122,9 +156,13 @@ static int on_read(void *user, const struct sluice_thread_info *t, const struct 
 static int on_lost(void *user, const struct sluice_thread_info *t, uint64_t count, void *item)
 {
     struct line *l = item;
-    char *p = put_dec(l->text, t->tid);
+    char *p;
 
     (void)user;
+    if (dropping()) {
+        return 0;
+    }
+    p = put_dec(l->text, t->tid);
     p = put_str(p, " LOST ");
     return finish(l, put_dec(p, count));
 }
@@ -133,10 +171,14 @@ static int on_message(void *user, const struct sluice_thread_info *t, const char
                       void *item)
 {
     struct line *l = item;
-    char *p = put_dec(l->text, t->tid);
+    char *p;
     size_t i, n;
 
     (void)user;
+    if (dropping()) {
+        return 0;
+    }
+    p = put_dec(l->text, t->tid);
     len -= len && text[len - 1] == '\n'; /* trace_printk messages often end in one */
     n = len > 96 ? 96 : len;
     p = put_str(p, " PRINTK ");
@@ -149,19 +191,76 @@ static int on_message(void *user, const struct sluice_thread_info *t, const char
     return finish(l, p);
 }
 
+/* The write of buf failed with @p err after @p done bytes: say so now, cut
+ * the file back to its last whole line, and drop the rest of the trace. */
+static void write_failed(int err, size_t done)
+{
+    size_t keep = done;
+
+    while (keep && out.buf[keep - 1] != '\n') {
+        keep--;
+    }
+    if (out.truncatable && keep != done) {
+        (void)!ftruncate(out.fd, out.written + (off_t)keep);
+    }
+    out.written += (off_t)keep;
+    fprintf(stderr,
+            "sluice: %s: %s; the dump ends at its last whole line and the rest of the trace is "
+            "dropped\n",
+            out.env->name, strerror(err));
+    __atomic_store_n(&out.failed, 1, __ATOMIC_RELAXED);
+}
+
+/* Write buf out (whole lines only). Returns 0, or -1 once the output failed. */
+static int flush_out(void)
+{
+    size_t done = 0;
+
+    while (done < out.used && !out.failed) {
+        ssize_t n = write(out.fd, out.buf + done, out.used - done);
+
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            write_failed(n < 0 ? errno : EIO, done);
+            break;
+        }
+        done += (size_t)n;
+    }
+    if (!out.failed) {
+        out.written += (off_t)done;
+    }
+    out.used = 0;
+    return out.failed ? -1 : 0;
+}
+
 static void on_trace(void *user, const struct sluice_thread_info *t, void *item)
 {
-    struct tool_env *env = user;
     struct line *l = item;
 
+    (void)user;
     (void)t;
-    fwrite(l->text, 1, l->len, env->out);
+    if (out.failed) {
+        return;
+    }
+    if (out.used + l->len > sizeof(out.buf) && flush_out() != 0) {
+        return;
+    }
+    memcpy(out.buf + out.used, l->text, l->len);
+    out.used += l->len;
 }
 
 static void setup(struct tool_env *env, struct sluice_callbacks *cb)
 {
-    /* A big buffer: the ordering thread should cost one memcpy per line. */
-    setvbuf(env->out, NULL, _IOFBF, 4 << 20);
+    struct stat st;
+
+    /* A big buffer: the ordering thread should cost one memcpy per line. The
+     * lines go around stdio, so that a partial write is known exactly. */
+    fflush(env->out);
+    out.env = env;
+    out.fd = fileno(env->out);
+    out.truncatable = env->out != stderr && fstat(out.fd, &st) == 0 && S_ISREG(st.st_mode);
     cb->user = env;
     cb->item_size = sizeof(struct line);
     cb->exec = on_exec;
@@ -177,15 +276,15 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     struct sluice_counts total;
 
     (void)seconds;
+    (void)env;
     sluice_session__counts(s, &total, NULL, NULL, 0);
-    if (fflush(env->out) != 0) {
-        perror("sluice: dump: writing output");
-        return -1;
+    if (!out.failed) {
+        flush_out();
     }
     if (total.lost) {
         fprintf(stderr, "sluice: warning: %llu records lost\n", (unsigned long long)total.lost);
     }
-    return 0;
+    return out.failed ? -1 : 0; /* the failure was reported when it happened */
 }
 
 const struct tool tool_dump = {"dump", setup, report};

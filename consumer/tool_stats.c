@@ -10,8 +10,10 @@
  *    "threads": [{"pid": N, "tid": N, "arch": "x86_64", "comm": "...", "insns": N, ...}],
  *    "seconds": F}
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tools.h"
 
@@ -99,6 +101,7 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
         return -1;
     }
     n = sluice_session__counts(s, &total, c, t, n);
+    errno = 0; /* a failed write sets it */
     if (env->json) {
         print_json(env->out, &total, c, t, n, seconds);
     } else {
@@ -109,8 +112,10 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     if (total.lost) {
         fprintf(stderr, "sluice: warning: %llu records lost\n", (ull)total.lost);
     }
-    if (fflush(env->out) != 0) {
-        perror("sluice: stats: writing output");
+    /* An unbuffered stderr flushes "successfully" after failed writes: ask ferror too. */
+    if (fflush(env->out) != 0 || ferror(env->out)) {
+        fprintf(stderr, "sluice: stats: writing %s: %s\n", env->name,
+                strerror(errno ? errno : EIO));
         return -1;
     }
     return 0;

@@ -13,8 +13,9 @@
 
 /** What the command gives a tool. */
 struct tool_env {
-    FILE *out; /**< where the tool writes (-o FILE, else stderr) */
-    int json;  /**< --json */
+    FILE *out;        /**< where the tool writes (-o FILE, else stderr) */
+    int json;         /**< --json */
+    const char *name; /**< what out is, for messages: FILE, or "stderr" */
 };
 
 /** One tool. Both functions run on the command's main thread. */

@@ -1,0 +1,327 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""errors: what would fail inside QEMU fails first, in one line; output errors are not lost.
+
+Each of these must print exactly one line on stderr naming the cause (and the
+fix), exit 2 and print no stats table (the table would go to stderr: no -o):
+a truncated ELF (cut in its program headers, in a PT_LOAD segment; 64- and
+32-bit), a dynamically linked aarch64 program whose interpreter is not found
+(QEMU_LD_PREFIX unset, or naming a directory without it), SLUICE_JITTER naming
+another library or a text file, and a QEMU without the sluice patch (a stand-in
+script: no unpatched QEMU is installed). When QEMU dies before tracing starts
+anyway (stand-ins that fail or are killed; a real QEMU given an interpreter it
+cannot load), sluice waits for it and adds one line naming its status, exit 2,
+no table.
+
+Writing the report: `stats` to a stderr that fails (2>/dev/full) must exit 1.
+A dump that hits the file size limit (RLIMIT_FSIZE, SIGXFSZ ignored: writes
+fail with EFBIG) must say so in one line at once, before the guest ends (its
+stdout and sluice's stderr share one pipe here, so their order is the order of
+events), cut the file back to its last whole line, let the guest run to its
+end with its normal output, and exit 1 (guest exit 0) or the guest's status.
+
+  errors.py --sluice build/consumer/sluice --guests build/tests/e2e
+"""
+
+import argparse
+import os
+import resource
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+
+import common
+
+AARCH64_INTERP = "/lib/ld-linux-aarch64.so.1"
+FSIZE_LIMIT = 1 << 20
+LONGEST_DUMP_LINE = 124
+
+# A stand-in for a QEMU built without the sluice patch (there is none on the
+# test machine): its usage, like QEMU 10.0's, has no -jitter line, and it
+# refuses -jitter the way QEMU's parse_args() refuses an unknown option.
+UNPATCHED_QEMU = """#!/bin/sh
+# Stand-in for an unpatched qemu-x86_64 (see tests/e2e/errors.py).
+case "$1" in
+-h|-help|--help)
+    cat <<'EOF'
+usage: qemu-x86_64 [options] program [arguments...]
+Linux CPU emulator (compiled for x86_64 emulation)
+
+Options and associated environment variables:
+
+Argument             Env-variable      Description
+-h                                     print this help
+-help
+-g port              QEMU_GDB          wait gdb connection to 'port'
+-L path              QEMU_LD_PREFIX    set the elf interpreter prefix to 'path'
+-s size              QEMU_STACK_SIZE   set the stack size to 'size' bytes
+-cpu model           QEMU_CPU          select CPU (-cpu help for list)
+-version             QEMU_VERSION      display version information and exit
+
+Defaults:
+QEMU_LD_PREFIX  = /usr/gnemul/qemu-x86_64
+QEMU_STACK_SIZE = 8388608 byte
+EOF
+    exit 0 ;;
+-*)
+    opt=${1#-}
+    echo "qemu: unknown option '$opt'" >&2
+    exit 1 ;;
+esac
+exec /bin/false
+"""
+
+# Stand-ins for a patched QEMU that dies before tracing starts: -h lists
+# -jitter, but running a program fails (STANDIN_FAIL) or is killed (STANDIN_KILLED).
+PATCHED_HELP = """case "$1" in
+-h)
+    echo "usage: qemu-x86_64 [options] program [arguments...]"
+    echo "-jitter path         QEMU_JITTER          load the sluice tracing jitter from 'path'"
+    exit 0 ;;
+esac
+"""
+STANDIN_FAIL = "#!/bin/sh\n# Stand-in: a patched QEMU that fails at once.\n" + PATCHED_HELP + \
+    "echo 'qemu-x86_64: stand-in: cannot start' >&2\nexit 1\n"
+STANDIN_KILLED = "#!/bin/sh\n# Stand-in: a patched QEMU that is killed at once.\n" + \
+    PATCHED_HELP + "kill -KILL $$\n"
+
+
+def sluice_cmd(args, prog, guest_args=(), tool="stats", extra=()):
+    """No -o: a stats table would go to stderr, where the tests look."""
+    return [args.sluice, "run", "--tool", tool] + list(extra) + ["--", prog] + list(guest_args)
+
+
+def expect(what, cmd, want_lines, extra_env=None, want_rc=2):
+    """Runs cmd; stderr must be exactly want_lines (a str: that one line; a list: those,
+    where a None entry matches any line) and the exit status want_rc."""
+    rc, _, err = common.run(cmd, extra_env=extra_env)
+    lines = err.decode(errors="replace").splitlines()
+    want = [want_lines] if isinstance(want_lines, str) else want_lines
+    good = rc == want_rc and len(lines) == len(want) and all(
+        w is None or w == l for w, l in zip(want, lines))
+    table = any("insns" in l for l in lines)
+    if good:
+        print("%s: ok: exit %d, %r" % (what, rc, lines[-1]))
+    else:
+        print("%s: FAILED: want exit %d and stderr %r;\n    got exit %d and %d line(s)%s: %r"
+              % (what, want_rc, want, rc, len(lines), " with a stats table" if table else "",
+                 lines[:8]))
+    return good
+
+
+def write_exe(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o755)
+    return path
+
+
+def elf_layout(path):
+    """(class 32 or 64, [(p_type, p_offset, p_filesz)], end of program headers) of a
+    little-endian ELF file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[4] == 2:
+        phoff, = struct.unpack_from("<Q", data, 32)
+        phentsize, phnum = struct.unpack_from("<HH", data, 54)
+        phdrs = [struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
+                 for i in range(phnum)]
+        segs = [(p[0], p[2], p[5]) for p in phdrs]
+    else:
+        phoff, = struct.unpack_from("<I", data, 28)
+        phentsize, phnum = struct.unpack_from("<HH", data, 42)
+        phdrs = [struct.unpack_from("<IIIIII", data, phoff + i * phentsize)
+                 for i in range(phnum)]
+        segs = [(p[0], p[1], p[4]) for p in phdrs]
+    return segs, phoff + phnum * phentsize
+
+
+def truncated(args, tmp):
+    ok = True
+    for arch in ("x86_64", "mipsel"):
+        src = common.need_file(os.path.join(args.guests, "exitcode-" + arch), "exitcode-" + arch)
+        segs, ph_end = elf_layout(src)
+        loads = [(i, off, off + sz) for i, (t, off, sz) in enumerate(segs) if t == 1 and sz]
+        # cut inside the program headers, then inside the second PT_LOAD segment
+        cuts = [(ph_end - 8, "its program headers", ph_end)]
+        i, off, end = loads[1]
+        cut = off + 100
+        first = next((j, e) for j, o, e in loads if e > cut)
+        cuts.append((cut, "its PT_LOAD segment %d" % first[0], first[1]))
+        for size, what, end in cuts:
+            prog = os.path.join(tmp, "cut%d-%s" % (size, arch))
+            with open(src, "rb") as f, open(prog, "wb") as g:
+                g.write(f.read(size))
+            os.chmod(prog, 0o755)
+            want = ("sluice: %s: truncated or corrupt ELF file: it ends at byte %d, before the "
+                    "end of %s (byte %d)" % (prog, size, what, end))
+            ok = expect("truncated %s ELF (%d bytes, in %s)" % (arch, size, what),
+                        sluice_cmd(args, prog, ["0"]), want) and ok
+    return ok
+
+
+def dynamic(args, tmp):
+    prog = common.need_file(os.path.join(args.guests, "exitcode-dynamic-aarch64"),
+                            "exitcode-dynamic-aarch64")
+    cross = "/usr/aarch64-linux-gnu"
+    hint = " (%s has it)" % cross if os.path.exists(cross + AARCH64_INTERP) else ""
+    ok = True
+    if os.path.exists(AARCH64_INTERP):
+        print("dynamic aarch64, no QEMU_LD_PREFIX: not checked: this host has %s"
+              % AARCH64_INTERP)
+    else:
+        ok = expect("dynamic aarch64, no QEMU_LD_PREFIX", sluice_cmd(args, prog, ["0"]),
+                    "sluice: %s: its ELF interpreter %s is not found (QEMU_LD_PREFIX is not "
+                    "set): set QEMU_LD_PREFIX=DIR holding %s%s"
+                    % (prog, AARCH64_INTERP, AARCH64_INTERP, hint)) and ok
+        empty = os.path.join(tmp, "empty-prefix")
+        os.makedirs(empty, exist_ok=True)
+        ok = expect("dynamic aarch64, QEMU_LD_PREFIX without it", sluice_cmd(args, prog, ["0"]),
+                    "sluice: %s: its ELF interpreter %s is not under QEMU_LD_PREFIX=%s nor in "
+                    "/: set QEMU_LD_PREFIX=DIR holding %s%s"
+                    % (prog, AARCH64_INTERP, empty, AARCH64_INTERP, hint),
+                    extra_env={"QEMU_LD_PREFIX": empty}) and ok
+    if hint:
+        # the fix works: the guest runs, traced, and ends its own way
+        rc, out, err = common.run(sluice_cmd(args, prog, ["3"]),
+                                  extra_env={"QEMU_LD_PREFIX": cross})
+        good = rc == 3 and out == b"exitcode 3\n" and b"insns" in err
+        print("dynamic aarch64, QEMU_LD_PREFIX=%s: %s (exit %d, stdout %r)"
+              % (cross, "ok" if good else "FAILED", rc, out))
+        ok = ok and good
+    # An interpreter QEMU finds but cannot load: QEMU itself fails, after WELCOME.
+    bad = os.path.join(tmp, "bad-prefix")
+    os.makedirs(os.path.join(bad, "lib"), exist_ok=True)
+    write_exe(bad + AARCH64_INTERP, "not an ELF file\n")
+    ok = expect("dynamic aarch64, an interpreter QEMU cannot load", sluice_cmd(args, prog, ["0"]),
+                [None, "sluice: QEMU exited with status 255 before tracing started (its message "
+                 "is above)"], extra_env={"QEMU_LD_PREFIX": bad}) and ok
+    return ok
+
+
+def jitter(args, tmp):
+    prog = os.path.join(args.guests, "exitcode-x86_64")
+    libz = common.need_file("/lib/x86_64-linux-gnu/libz.so.1", "libz")
+    text = write_exe(os.path.join(tmp, "jitter.txt"), "not a library\n")
+    ok = expect("SLUICE_JITTER=libz", sluice_cmd(args, prog, ["0"]),
+                "sluice: %s is not a sluice jitter (it does not export sluice_jitter_ops): set "
+                "SLUICE_JITTER to libsluice-jitter.so" % libz, extra_env={"SLUICE_JITTER": libz})
+    ok = expect("SLUICE_JITTER=text file", sluice_cmd(args, prog, ["0"]),
+                "sluice: %s is not a sluice jitter (not an ELF file): set SLUICE_JITTER to "
+                "libsluice-jitter.so" % text, extra_env={"SLUICE_JITTER": text}) and ok
+    return ok
+
+
+def fake_qemu_dir(tmp, name, script):
+    d = os.path.join(tmp, name)
+    os.makedirs(os.path.join(d, "bin"), exist_ok=True)
+    return d, write_exe(os.path.join(d, "bin", "qemu-x86_64"), script)
+
+
+def qemus(args, tmp):
+    prog = os.path.join(args.guests, "exitcode-x86_64")
+    d, q = fake_qemu_dir(tmp, "unpatched", UNPATCHED_QEMU)
+    ok = expect("QEMU without the sluice patch (stand-in)", sluice_cmd(args, prog, ["0"]),
+                "sluice: %s is not a sluice-patched QEMU (its -h lists no -jitter option): set "
+                "SLUICE_QEMU_DIR to the patched QEMU's directory (qemu-patch/build-qemu.sh "
+                "prints it)" % q, extra_env={"SLUICE_QEMU_DIR": d})
+    d, q = fake_qemu_dir(tmp, "fails", STANDIN_FAIL)
+    ok = expect("QEMU exits before WELCOME (stand-in)", sluice_cmd(args, prog, ["0"]),
+                ["qemu-x86_64: stand-in: cannot start",
+                 "sluice: QEMU exited with status 1 before tracing started (its message is "
+                 "above)"], extra_env={"SLUICE_QEMU_DIR": d}) and ok
+    d, q = fake_qemu_dir(tmp, "killed", STANDIN_KILLED)
+    ok = expect("QEMU killed before WELCOME (stand-in)", sluice_cmd(args, prog, ["0"]),
+                "sluice: QEMU was killed by SIGKILL before tracing started",
+                extra_env={"SLUICE_QEMU_DIR": d}) and ok
+    return ok
+
+
+def full_stderr(args):
+    """The report to a stderr that fails: exit 1 (the guest exits 0)."""
+    ok = True
+    prog = os.path.join(args.guests, "exitcode-x86_64")
+    for tool, extra in (("stats", []), ("stats", ["--json"]), ("dump", [])):
+        with open("/dev/full", "wb") as full:
+            p = subprocess.run(sluice_cmd(args, prog, ["0"], tool, extra), stdout=subprocess.PIPE,
+                               stderr=full, env=common.guest_env(sluice=True), timeout=600)
+        good = p.returncode == 1 and p.stdout == b"exitcode 0\n"
+        print("%s%s 2>/dev/full: %s (exit %d)" % (tool, " --json" if extra else "",
+                                                  "ok" if good else "FAILED: want exit 1",
+                                                  p.returncode))
+        ok = ok and good
+    return ok
+
+
+def limit_fsize():
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE_LIMIT, FSIZE_LIMIT))
+
+
+def file_size_limit(args, tmp, exit_code):
+    """dump -o FILE under RLIMIT_FSIZE: one line at once, a whole-line file, the guest unharmed."""
+    out = common.fresh(os.path.join(tmp, "limited.dump"))
+    script = ("i=0; while [ $i -lt 400 ]; do i=$((i+1)); done; echo loop-done; sleep 2; "
+              "echo guest-done; exit %d" % exit_code)
+    cmd = [args.sluice, "run", "--tool", "dump", "-o", out, "--", "/bin/sh", "-c", script]
+    env = common.guest_env(sluice=True)
+    # the rings are memfds, which the limit covers too: keep them well below it
+    env["SLUICE_RING_BYTES"] = "262144"
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                       preexec_fn=limit_fsize, timeout=600)
+    lines = p.stdout.decode(errors="replace").splitlines()
+    msg = ("sluice: %s: File too large; the dump ends at its last whole line and the rest of "
+           "the trace is dropped" % out)
+    want_rc = 1 if exit_code == 0 else exit_code
+    problems = []
+    if p.returncode != want_rc:
+        problems.append("exit %d, want %d" % (p.returncode, want_rc))
+    if [l for l in lines if not l.startswith("sluice:")] != ["loop-done", "guest-done"]:
+        problems.append("the guest's output is not its own")
+    if [l for l in lines if l.startswith("sluice:")] != [msg]:
+        problems.append("want one sluice line %r" % msg)
+    elif "guest-done" in lines and lines.index(msg) > lines.index("guest-done"):
+        problems.append("the message came after the guest's end, not when the write failed")
+    size = os.path.getsize(out) if os.path.exists(out) else -1
+    with open(out, "rb") as f:
+        data = f.read()
+    if not FSIZE_LIMIT - LONGEST_DUMP_LINE < size <= FSIZE_LIMIT:
+        problems.append("dump of %d bytes, want the whole lines below the limit %d"
+                        % (size, FSIZE_LIMIT))
+    if not data.endswith(b"\n"):
+        problems.append("dump does not end at a whole line (last bytes %r)" % data[-40:])
+    bad = [l for l in data.decode(errors="replace").splitlines()
+           if not (l.partition(" ")[0].isdigit() and l.partition(" ")[2])]
+    if bad:
+        problems.append("%d malformed dump line(s), e.g. %r" % (len(bad), bad[0]))
+    print("RLIMIT_FSIZE %d, guest exit %d: %s (exit %d, dump %d bytes); output %r"
+          % (FSIZE_LIMIT, exit_code, "ok" if not problems else "FAILED: " + "; ".join(problems),
+             p.returncode, size, lines[:6]))
+    return not problems
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sluice", required=True)
+    ap.add_argument("--guests", required=True)
+    args = ap.parse_args()
+    common.qemu_dir()
+    common.need_file(args.sluice, "sluice")
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="sluice-errors-") as tmp:
+        ok = truncated(args, tmp) and ok
+        ok = dynamic(args, tmp) and ok
+        ok = jitter(args, tmp) and ok
+        ok = qemus(args, tmp) and ok
+        ok = full_stderr(args) and ok
+        ok = file_size_limit(args, tmp, 0) and ok
+        ok = file_size_limit(args, tmp, 3) and ok
+    if not ok:
+        common.fail("errors: not every error is one clear line, or output errors are lost")
+    print("errors: all ok")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
