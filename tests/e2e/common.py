@@ -53,13 +53,16 @@ def guest_env(sluice=False):
     return env
 
 
-def run(cmd, timeout=600, stdin=None, extra_env=None):
-    """Runs cmd; returns (returncode, stdout bytes, stderr bytes)."""
+def run(cmd, timeout=600, stdin=None, extra_env=None, preexec_fn=None):
+    """Runs cmd; returns (returncode, stdout bytes, stderr bytes).
+
+    preexec_fn runs in the child before the exec (resource limits).
+    """
     env = guest_env(sluice=any(os.path.basename(c) == "sluice" for c in cmd[:3]))
     env.update(extra_env or {})
     try:
         p = subprocess.run(cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           env=env, timeout=timeout)
+                           env=env, timeout=timeout, preexec_fn=preexec_fn)
     except subprocess.TimeoutExpired:
         fail("timed out after %ds: %s" % (timeout, " ".join(cmd)))
     return p.returncode, p.stdout, p.stderr

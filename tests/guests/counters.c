@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Guest: per-thread counters in a file-backed MAP_SHARED page, the ground
+ * truth of the trust e2e test (tests/e2e/trust.py).
+ *
+ *   counters MODE FILE [N]
+ *
+ * FILE is created (or truncated) and mapped MAP_SHARED. Its first 64 bytes are
+ * a header (struct header); then one counter per thread or child, STRIDE bytes
+ * apart. Every increment is one call of bump(), whose `*c = *c + 1` is one
+ * store instruction: the final counter values, read from the file after the
+ * run, are the number of stores the guest really made to each counter, which
+ * the test compares with the stores sluice traced to its address. Counters
+ * are unsigned long: a 64-bit counter on mipsel would take two stores.
+ *
+ * Modes:
+ *   exec              6 threads bump forever; a 7th sleeps 100 ms, then execs /bin/true
+ *   selfkill N        bump N times, then kill(getpid(), SIGKILL)
+ *   selfkill-threads  4 threads bump forever; main sleeps 100 ms, then kill(getpid(), SIGKILL)
+ *   wait              4 threads bump forever; main prints "ready" and sleeps forever
+ *   closefds N        close 3..1023 one by one, close_range(3, ~0U, 0), dup2(0, fd) and
+ *                     close for a few fds in 900..1023, printing the results; then 4
+ *                     threads and 2 forked children bump N times each
+ *   threads N         N threads live at once (barrier), each bumps 100 times, barrier,
+ *                     exit; main prints the descriptor open("/dev/null") returns
+ *   environ           print /proc/self/environ and environ (sorted)
+ *   pagecross N       (x86_64, riscv64) call pagecross_fn N times: its first instruction
+ *                     crosses a 4 KiB page boundary (see below)
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAGIC 0x535245544e554f43ull /* "COUNTERS" in little-endian bytes */
+#define STRIDE 64                   /* one cache line per counter */
+#define HEADER 64
+
+/* The file's first 64 bytes; every field is a little-endian uint64. */
+struct header {
+    uint64_t magic;
+    uint64_t addr;   /* guest virtual address of counter 0 */
+    uint64_t count;  /* number of counters */
+    uint64_t pid;    /* the guest's pid (under QEMU linux-user, QEMU's pid) */
+    uint64_t stride; /* bytes from one counter to the next */
+    uint64_t width;  /* bytes of one counter (the size of bump's store) */
+    uint64_t reserved[2];
+};
+
+typedef volatile unsigned long counter_t;
+
+static char *area;
+static pthread_barrier_t barrier;
+static unsigned long rounds;
+
+/* One store instruction per call; the test traces only this function. */
+__attribute__((noipa)) void bump(counter_t *c)
+{
+    *c = *c + 1;
+}
+
+static counter_t *counter(unsigned i)
+{
+    return (counter_t *)(area + HEADER + (size_t)i * STRIDE);
+}
+
+static void die(const char *what)
+{
+    printf("%s: %s\n", what, strerror(errno));
+    fflush(stdout);
+    exit(1);
+}
+
+/* Creates FILE with n counters, maps it and fills in the header; closes its descriptor. */
+static void map_counters(const char *path, unsigned n)
+{
+    size_t size = HEADER + (size_t)n * STRIDE;
+    struct header *h;
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+    if (fd < 0) {
+        die("open counters file");
+    }
+    if (ftruncate(fd, (off_t)size) != 0) {
+        die("ftruncate");
+    }
+    area = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (area == MAP_FAILED) {
+        die("mmap");
+    }
+    close(fd);
+    h = (struct header *)area;
+    h->addr = (uint64_t)(uintptr_t)counter(0);
+    h->count = n;
+    h->pid = (uint64_t)getpid();
+    h->stride = STRIDE;
+    h->width = sizeof(unsigned long);
+    h->magic = MAGIC;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void *bump_forever(void *arg)
+{
+    counter_t *c = arg;
+
+    for (;;) {
+        bump(c);
+    }
+    return NULL;
+}
+
+static void *bump_rounds(void *arg)
+{
+    counter_t *c = arg;
+
+    for (unsigned long i = 0; i < rounds; i++) {
+        bump(c);
+    }
+    return NULL;
+}
+
+static void start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    int rc = pthread_create(t, NULL, fn, arg);
+
+    if (rc != 0) {
+        errno = rc;
+        die("pthread_create");
+    }
+}
+
+static void start_forever(unsigned n)
+{
+    pthread_t t;
+
+    for (unsigned i = 0; i < n; i++) {
+        start(&t, bump_forever, (void *)counter(i));
+    }
+}
+
+static void *exec_true(void *arg)
+{
+    char *argv[] = {"/bin/true", NULL};
+
+    (void)arg;
+    sleep_ms(100);
+    execv("/bin/true", argv);
+    die("execv /bin/true");
+    return NULL;
+}
+
+static int mode_exec(void)
+{
+    pthread_t t;
+
+    start_forever(6);
+    start(&t, exec_true, NULL);
+    pthread_join(t, NULL);
+    return 1;
+}
+
+static int mode_selfkill(void)
+{
+    for (unsigned long i = 0; i < rounds; i++) {
+        bump(counter(0));
+    }
+    kill(getpid(), SIGKILL);
+    return 1;
+}
+
+static int mode_selfkill_threads(void)
+{
+    start_forever(4);
+    sleep_ms(100);
+    kill(getpid(), SIGKILL);
+    return 1;
+}
+
+static int mode_wait(void)
+{
+    start_forever(4);
+    if (write(1, "ready\n", 6) != 6) {
+        return 1;
+    }
+    for (;;) {
+        pause();
+    }
+}
+
+static int mode_closefds(void)
+{
+    static const int high[] = {900, 901, 960, 1000, 1023};
+    pthread_t t[4];
+    pid_t child[2];
+    int first = 1;
+    long rc;
+
+    printf("closed:");
+    for (int fd = 3; fd < 1024; fd++) {
+        if (close(fd) == 0) {
+            printf(" %d", fd);
+            first = 0;
+        }
+    }
+    printf("%s\n", first ? " none" : "");
+    errno = 0;
+    rc = syscall(SYS_close_range, 3u, ~0u, 0u);
+    printf("close_range(3, ~0U, 0) = %ld errno %d\n", rc, rc < 0 ? errno : 0);
+    for (unsigned i = 0; i < sizeof(high) / sizeof(high[0]); i++) {
+        int d = dup2(0, high[i]);
+        int e = d < 0 ? errno : 0;
+        int c = close(high[i]);
+
+        printf("dup2(0, %d) = %d errno %d; close = %d\n", high[i], d, e, c);
+    }
+    fflush(stdout);
+
+    for (unsigned i = 0; i < 4; i++) {
+        start(&t[i], bump_rounds, (void *)counter(i));
+    }
+    for (unsigned i = 0; i < 2; i++) {
+        child[i] = fork();
+        if (child[i] < 0) {
+            die("fork");
+        }
+        if (child[i] == 0) {
+            bump_rounds((void *)counter(4 + i));
+            _exit(0);
+        }
+    }
+    for (unsigned i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+    }
+    for (unsigned i = 0; i < 2; i++) {
+        int status;
+
+        if (waitpid(child[i], &status, 0) != child[i] || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0) {
+            printf("child %u failed\n", i);
+            return 1;
+        }
+    }
+    printf("done\n");
+    return 0;
+}
+
+static void *barrier_bump(void *arg)
+{
+    pthread_barrier_wait(&barrier);
+    for (unsigned i = 0; i < 100; i++) {
+        bump(arg);
+    }
+    pthread_barrier_wait(&barrier);
+    return NULL;
+}
+
+static int mode_threads(unsigned n)
+{
+    pthread_t *t = calloc(n, sizeof(*t));
+    pthread_attr_t attr;
+
+    if (!t) {
+        die("calloc");
+    }
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    pthread_barrier_init(&barrier, NULL, n);
+    for (unsigned i = 0; i < n; i++) {
+        int rc = pthread_create(&t[i], &attr, barrier_bump, (void *)counter(i));
+
+        if (rc != 0) {
+            printf("pthread_create %u of %u: %s\n", i, n, strerror(rc));
+            fflush(stdout);
+            _exit(1);
+        }
+    }
+    for (unsigned i = 0; i < n; i++) {
+        pthread_join(t[i], NULL);
+    }
+    printf("%u threads; open(\"/dev/null\") = %d\n", n, open("/dev/null", O_RDONLY));
+    return 0;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* One variable per line: backslashes and non-printable bytes (a newline in a value) escaped. */
+static void print_var(const char *s)
+{
+    printf("  ");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+
+        if (c == '\\' || c < 0x20 || c >= 0x7f) {
+            printf("\\x%02x", c);
+        } else {
+            putchar(c);
+        }
+    }
+    putchar('\n');
+}
+
+static int mode_environ(void)
+{
+    extern char **environ;
+    static char buf[1 << 16];
+    size_t n = 0, len = 0;
+    ssize_t r;
+    char **v;
+    int fd = open("/proc/self/environ", O_RDONLY);
+
+    if (fd < 0) {
+        die("open /proc/self/environ");
+    }
+    while ((r = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0) {
+        len += (size_t)r;
+    }
+    close(fd);
+    printf("/proc/self/environ:\n");
+    for (size_t i = 0; i < len; i += strlen(buf + i) + 1) {
+        print_var(buf + i);
+    }
+    while (environ[n]) {
+        n++;
+    }
+    v = calloc(n + 1, sizeof(*v));
+    if (!v) {
+        die("calloc");
+    }
+    memcpy(v, environ, n * sizeof(*v));
+    qsort(v, n, sizeof(*v), cmp);
+    printf("environ:\n");
+    for (size_t i = 0; i < n; i++) {
+        print_var(v[i]);
+    }
+    return 0;
+}
+
+/*
+ * pagecross_fn: its first instruction starts 3 bytes (x86_64: a 10-byte
+ * movabs) or 2 bytes (riscv64: a 4-byte lui, between compressed ones) before
+ * a 4 KiB page boundary. The filler before it is never executed.
+ */
+#if defined(__x86_64__)
+#define HAVE_PAGECROSS 1
+__asm__(".pushsection .text.pagecross, \"ax\", @progbits\n"
+        ".balign 4096\n"
+        ".skip 4093, 0xcc\n"
+        ".globl pagecross_fn\n"
+        ".type pagecross_fn, @function\n"
+        "pagecross_fn:\n"
+        "movabs $0x1122334455667788, %rax\n"
+        "ret\n"
+        ".size pagecross_fn, . - pagecross_fn\n"
+        ".popsection\n");
+#elif defined(__riscv)
+#define HAVE_PAGECROSS 1
+__asm__(".pushsection .text.pagecross, \"ax\", @progbits\n"
+        ".balign 4096\n"
+        ".skip 4094, 0\n"
+        ".globl pagecross_fn\n"
+        ".type pagecross_fn, @function\n"
+        "pagecross_fn:\n"
+        ".option push\n"
+        ".option norvc\n"
+        "lui a0, 0x12345\n"
+        ".option pop\n"
+        "ret\n"
+        ".size pagecross_fn, . - pagecross_fn\n"
+        ".popsection\n");
+#endif
+
+#ifdef HAVE_PAGECROSS
+unsigned long pagecross_fn(void);
+
+static int mode_pagecross(void)
+{
+    unsigned long sum = 0;
+
+    for (unsigned long i = 0; i < rounds; i++) {
+        sum += pagecross_fn() & 1;
+        __asm__ volatile("" ::: "memory");
+    }
+    printf("pagecross %lu calls at %p\n", rounds, (void *)pagecross_fn);
+    return sum == 0 ? 0 : 1;
+}
+#endif
+
+static char stdout_buf[1 << 16];
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    unsigned long n = argc > 3 ? strtoul(argv[3], NULL, 0) : 1000;
+
+    /* fully buffered: glibc then never fstat()s stdout (inode, times differ per run) */
+    setvbuf(stdout, stdout_buf, _IOFBF, sizeof(stdout_buf));
+    if (argc < 3) {
+        fprintf(stderr, "usage: counters MODE FILE [N]\n");
+        return 2;
+    }
+    rounds = n;
+    if (strcmp(mode, "exec") == 0) {
+        map_counters(argv[2], 6);
+        return mode_exec();
+    } else if (strcmp(mode, "selfkill") == 0) {
+        map_counters(argv[2], 1);
+        return mode_selfkill();
+    } else if (strcmp(mode, "selfkill-threads") == 0) {
+        map_counters(argv[2], 4);
+        return mode_selfkill_threads();
+    } else if (strcmp(mode, "wait") == 0) {
+        map_counters(argv[2], 4);
+        return mode_wait();
+    } else if (strcmp(mode, "closefds") == 0) {
+        map_counters(argv[2], 6);
+        return mode_closefds();
+    } else if (strcmp(mode, "threads") == 0) {
+        map_counters(argv[2], (unsigned)n);
+        return mode_threads((unsigned)n);
+    } else if (strcmp(mode, "environ") == 0) {
+        map_counters(argv[2], 0);
+        return mode_environ();
+#ifdef HAVE_PAGECROSS
+    } else if (strcmp(mode, "pagecross") == 0) {
+        map_counters(argv[2], 0);
+        return mode_pagecross();
+#endif
+    }
+    fprintf(stderr, "counters: unknown mode '%s'\n", mode);
+    return 2;
+}
