@@ -349,7 +349,8 @@ static int cmd_run(int argc, char **argv)
         return 2;
     }
     failed |= a.tool->report(&env, s, now() - t0) != 0;
-    report_unclosed(env.out, s, status);
+    /* Text beside a JSON report would break it: then the line goes to stderr. */
+    report_unclosed(env.json ? stderr : env.out, s, status);
     if (env.out != stderr && fclose(env.out) != 0) {
         fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
         failed = 1;
