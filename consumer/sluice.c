@@ -254,11 +254,13 @@ static void report_unclosed(FILE *out, const struct sluice_session *s, int statu
     uint64_t bytes;
     size_t n = sluice_session__salvaged(s, &bytes);
 
-    if (status != -1 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+    if (n > 0 && status != -1 && WIFSIGNALED(status)) {
+        /* Killed in the kernel, unseen by QEMU (SIGKILL, SIGTERM...): no thread exited. */
         fprintf(out,
-                "guest killed by SIGKILL: %zu thread%s did not exit; %llu bytes of records "
+                "guest killed by SIG%s: %zu thread%s did not exit; %llu bytes of records "
                 "written after their last publish were recovered\n",
-                n, n == 1 ? "" : "s", (unsigned long long)bytes);
+                sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?", n,
+                n == 1 ? "" : "s", (unsigned long long)bytes);
     } else if (bytes > 0) {
         fprintf(out,
                 "%zu thread%s ended without exiting (killed, or ended by an execve); %llu bytes "
