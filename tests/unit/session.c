@@ -61,17 +61,23 @@ static void send_type(int fd, uint32_t type, uint32_t version, const char *error
     send_msg(fd, &m, -1);
 }
 
-static void send_ring(int fd, struct test_ring *t)
+/* Announce ring @p t as thread @p tid's. */
+static void send_ring_as(int fd, struct test_ring *t, uint32_t tid)
 {
     struct sluice_ctl_msg m = {0};
 
     m.type = SLUICE_CTL_RING;
     m.version = SLUICE_CTL_VERSION;
     m.pid = t->hdr->pid;
-    m.tid = t->hdr->tid;
+    m.tid = tid;
     m.slot = 0;
     m.ring_bytes = t->size;
     send_msg(fd, &m, t->fd);
+}
+
+static void send_ring(int fd, struct test_ring *t)
+{
+    send_ring_as(fd, t, t->hdr->tid);
 }
 
 static struct sluice_ctl_msg recv_hello(int fd)
@@ -312,12 +318,15 @@ static struct sluice_counts expected_counts(uint64_t n)
 
 /* --- the scenarios ----------------------------------------------------------- */
 
+/* Announcements a session must refuse, the trace of every ring going on. */
+enum { BAD_NONE, BAD_MAGIC, BAD_TWICE, BAD_TID };
+
 struct jitter_arg {
     int fd;
     int n_rings;
     uint64_t records;
     uint64_t bad_at_ring0; /* invalid record in ring 0 at this index (0: none) */
-    int bad_magic_ring;    /* send one extra ring with a bad magic */
+    int bad_ring;          /* BAD_*: one extra announcement the session must refuse */
     struct producer_arg p[MAX_RINGS];
 };
 
@@ -329,7 +338,7 @@ static void *fake_jitter(void *arg)
     int i;
 
     send_type(j->fd, SLUICE_CTL_WELCOME, SLUICE_CTL_VERSION, NULL);
-    if (j->bad_magic_ring) {
+    if (j->bad_ring == BAD_MAGIC) {
         test_ring__create(&bad, 4096, 999, 0);
         bad.hdr->magic = 0;
         send_ring(j->fd, &bad);
@@ -339,6 +348,15 @@ static void *fake_jitter(void *arg)
         send_ring(j->fd, &j->p[i].ring); /* before the thread runs, like the jitter */
         pthread_create(&th[i], NULL, produce, &j->p[i]);
     }
+    if (j->bad_ring == BAD_TWICE) {
+        send_ring(j->fd, &j->p[0].ring); /* a guest replaying an announcement */
+    }
+    if (j->bad_ring == BAD_TID) {
+        test_ring__create(&bad, 4096, 998, 0);
+        bad.hdr->tid = 4242; /* a ring that is not what it is announced as */
+        send_ring_as(j->fd, &bad, 998);
+        test_ring__destroy(&bad);
+    }
     for (i = 0; i < j->n_rings; i++) {
         pthread_join(th[i], NULL);
     }
@@ -347,7 +365,7 @@ static void *fake_jitter(void *arg)
 }
 
 static void run_scenario(unsigned workers, int n_rings, uint64_t records, uint64_t bad_at,
-                         int bad_magic)
+                         int bad_ring)
 {
     struct sluice_consumer_opts opts = {.sz = sizeof(opts), .workers = workers};
     struct jitter_arg *j = calloc(1, sizeof(*j));
@@ -366,7 +384,7 @@ static void run_scenario(unsigned workers, int n_rings, uint64_t records, uint64
     cr_assert_eq(recv_hello(sv[1]).lossless, 1);
     j->fd = sv[1];
     j->n_rings = n_rings;
-    j->bad_magic_ring = bad_magic;
+    j->bad_ring = bad_ring;
     for (i = 0; i < n_rings; i++) {
         cr_assert_eq(test_ring__create(&j->p[i].ring, 64 * 1024, 100 + (uint32_t)i, 0), 0);
         j->p[i].n = records;
@@ -396,7 +414,7 @@ static void run_scenario(unsigned workers, int n_rings, uint64_t records, uint64
         cr_assert_eq(per[i].stores, want.stores);
         cr_assert_eq(per[i].lost, want.lost, "LOST records + hdr->lost");
     }
-    if (!bad_at && !bad_magic) {
+    if (!bad_at && bad_ring == BAD_NONE) {
         cr_assert_eq(rc, 0, "%s", sluice_session__error(s));
         cr_assert_eq(total.insns, want.insns * (uint64_t)n_rings);
         cr_assert_eq(total.lost, want.lost * (uint64_t)n_rings);
@@ -405,8 +423,12 @@ static void run_scenario(unsigned workers, int n_rings, uint64_t records, uint64
                          (uint64_t)n_rings);
     } else {
         cr_assert_eq(rc, -EPROTO);
-        cr_assert(strstr(sluice_session__error(s), bad_at ? "invalid record header" : "magic"),
-                  "%s", sluice_session__error(s));
+        static const char *const want_err[] = {"", "magic", "second announcement",
+                                               "whose header says pid 1000 tid 4242"};
+
+        cr_assert(
+            strstr(sluice_session__error(s), bad_at ? "invalid record header" : want_err[bad_ring]),
+            "%s", sluice_session__error(s));
     }
     for (i = 0; i < n_rings; i++) {
         test_ring__destroy(&j->p[i].ring);
@@ -418,29 +440,39 @@ static void run_scenario(unsigned workers, int n_rings, uint64_t records, uint64
 
 Test(session, one_ring_one_worker, .timeout = 60)
 {
-    run_scenario(1, 1, 200000, 0, 0);
+    run_scenario(1, 1, 200000, 0, BAD_NONE);
 }
 
 Test(session, three_rings_two_workers, .timeout = 60)
 {
-    run_scenario(2, 3, 150000, 0, 0);
+    run_scenario(2, 3, 150000, 0, BAD_NONE);
 }
 
 Test(session, four_rings_eight_workers, .timeout = 60)
 {
-    run_scenario(8, 4, 100000, 0, 0);
+    run_scenario(8, 4, 100000, 0, BAD_NONE);
 }
 
 Test(session, invalid_record_stops_only_its_ring, .timeout = 60)
 {
     /* The bad ring's producer keeps writing after the bad record: the
      * reader must keep releasing it (lossless) or the test hangs. */
-    run_scenario(2, 2, 100000, 5000, 0);
+    run_scenario(2, 2, 100000, 5000, BAD_NONE);
 }
 
 Test(session, ring_with_bad_header_is_skipped, .timeout = 60)
 {
-    run_scenario(2, 2, 20000, 0, 1);
+    run_scenario(2, 2, 20000, 0, BAD_MAGIC);
+}
+
+Test(session, ring_announced_twice_is_refused, .timeout = 60)
+{
+    run_scenario(2, 2, 20000, 0, BAD_TWICE);
+}
+
+Test(session, ring_whose_header_is_not_its_announcement_is_refused, .timeout = 60)
+{
+    run_scenario(2, 2, 20000, 0, BAD_TID);
 }
 
 /* --- control protocol errors ------------------------------------------------ */
