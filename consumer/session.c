@@ -303,12 +303,13 @@ static int check_announced(struct sluice_session *s, struct ring_state *r,
     const struct sluice_ring_hdr *h = r->rd.hdr;
     uint32_t pid = h->pid, tid = h->tid, seq = h->seq;
 
-    if (pid != m->pid || tid != m->tid || h->data_size != m->ring_bytes) {
+    /* The size as validated and mapped, not as the header says now. */
+    if (pid != m->pid || tid != m->tid || r->rd.size != m->ring_bytes) {
         return set_error(s, -EPROTO,
                          "refused a ring announced as pid %u tid %u (%llu bytes) whose header "
                          "says pid %u tid %u (%llu bytes)",
                          m->pid, m->tid, (unsigned long long)m->ring_bytes, pid, tid,
-                         (unsigned long long)h->data_size);
+                         (unsigned long long)r->rd.size);
     }
     if (known_ring(s, &r->rd)) {
         return set_error(s, -EPROTO,
