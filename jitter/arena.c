@@ -16,7 +16,7 @@
 static struct {
     int fd;        /* the memfd (registered with fds.c), -1 if none */
     uint64_t size; /* file bytes handed out so far */
-} A = {-1, 0};
+} arena = {-1, 0};
 
 int arena_open(void)
 {
@@ -25,27 +25,27 @@ int arena_open(void)
     if (fd < 0) {
         return -errno;
     }
-    if (fds_adopt(fd, &A.fd) < 0) {
+    if (fds_adopt(fd, &arena.fd) < 0) {
         close(fd);
         return -EMFILE;
     }
-    A.size = 0;
+    arena.size = 0;
     return 0;
 }
 
 void arena_forget(void)
 {
-    if (A.fd >= 0) {
-        fds_drop(&A.fd);
-        close(A.fd);
+    if (arena.fd >= 0) {
+        fds_drop(&arena.fd);
+        close(arena.fd);
     }
-    A.fd = -1;
-    A.size = 0;
+    arena.fd = -1;
+    arena.size = 0;
 }
 
 int arena_fd(void)
 {
-    return A.fd;
+    return arena.fd;
 }
 
 int arena_alloc(uint64_t bytes, uint64_t *offset)
@@ -53,21 +53,21 @@ int arena_alloc(uint64_t bytes, uint64_t *offset)
     int err = 0;
 
     fds_lock();
-    if (ftruncate(A.fd, (off_t)(A.size + bytes)) < 0) {
+    if (ftruncate(arena.fd, (off_t)(arena.size + bytes)) < 0) {
         err = -errno;
     }
     fds_unlock();
     if (err) {
         return err;
     }
-    *offset = A.size;
-    A.size += bytes;
+    *offset = arena.size;
+    arena.size += bytes;
     return 0;
 }
 
 void arena_release(uint64_t offset, uint64_t bytes)
 {
     fds_lock();
-    (void)fallocate(A.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)bytes);
+    (void)fallocate(arena.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)bytes);
     fds_unlock();
 }

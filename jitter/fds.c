@@ -26,7 +26,7 @@
 static struct {
     pthread_mutex_t lock;
     int *home[FDS_MAX]; /* where each registered descriptor's number lives */
-} R = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} fdreg = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* A close-on-exec duplicate of @p fd at the highest free number, or -1. */
 static int dup_high(int fd)
@@ -55,11 +55,11 @@ int fds_adopt(int fd, int *home)
 {
     int i, high;
 
-    pthread_mutex_lock(&R.lock);
-    for (i = 0; i < FDS_MAX && R.home[i]; i++) {
+    pthread_mutex_lock(&fdreg.lock);
+    for (i = 0; i < FDS_MAX && fdreg.home[i]; i++) {
     }
     if (i == FDS_MAX) {
-        pthread_mutex_unlock(&R.lock);
+        pthread_mutex_unlock(&fdreg.lock);
         return -EMFILE;
     }
     high = dup_high(fd);
@@ -70,8 +70,8 @@ int fds_adopt(int fd, int *home)
         close(high); /* no higher number is free: keep the one we have */
     }
     *home = fd;
-    R.home[i] = home;
-    pthread_mutex_unlock(&R.lock);
+    fdreg.home[i] = home;
+    pthread_mutex_unlock(&fdreg.lock);
     return fd;
 }
 
@@ -79,27 +79,27 @@ void fds_drop(int *home)
 {
     int i;
 
-    pthread_mutex_lock(&R.lock);
+    pthread_mutex_lock(&fdreg.lock);
     for (i = 0; i < FDS_MAX; i++) {
-        if (R.home[i] == home) {
-            R.home[i] = NULL;
+        if (fdreg.home[i] == home) {
+            fdreg.home[i] = NULL;
         }
     }
-    pthread_mutex_unlock(&R.lock);
+    pthread_mutex_unlock(&fdreg.lock);
 }
 
 int fds_next(int from)
 {
     int i, best = -1;
 
-    pthread_mutex_lock(&R.lock);
+    pthread_mutex_lock(&fdreg.lock);
     for (i = 0; i < FDS_MAX; i++) {
-        int fd = R.home[i] ? *R.home[i] : -1;
+        int fd = fdreg.home[i] ? *fdreg.home[i] : -1;
         if (fd >= from && (best < 0 || fd < best)) {
             best = fd;
         }
     }
-    pthread_mutex_unlock(&R.lock);
+    pthread_mutex_unlock(&fdreg.lock);
     return best;
 }
 
@@ -107,34 +107,34 @@ int fds_claim(int fd)
 {
     int i, moved, err = 0;
 
-    pthread_mutex_lock(&R.lock);
+    pthread_mutex_lock(&fdreg.lock);
     for (i = 0; i < FDS_MAX; i++) {
-        if (R.home[i] && *R.home[i] == fd) {
+        if (fdreg.home[i] && *fdreg.home[i] == fd) {
             moved = dup_high(fd);
             if (moved < 0) {
                 err = -EMFILE;
                 break;
             }
-            *R.home[i] = moved;
+            *fdreg.home[i] = moved;
             close(fd);
             break;
         }
     }
-    pthread_mutex_unlock(&R.lock);
+    pthread_mutex_unlock(&fdreg.lock);
     return err;
 }
 
 void fds_lock(void)
 {
-    pthread_mutex_lock(&R.lock);
+    pthread_mutex_lock(&fdreg.lock);
 }
 
 void fds_unlock(void)
 {
-    pthread_mutex_unlock(&R.lock);
+    pthread_mutex_unlock(&fdreg.lock);
 }
 
 void fds_after_fork_child(void)
 {
-    pthread_mutex_init(&R.lock, NULL);
+    pthread_mutex_init(&fdreg.lock, NULL);
 }
