@@ -313,6 +313,13 @@ void ring_reader__discard(struct ring_reader *r)
     }
 }
 
+void ring_reader__wake(struct ring_reader *r)
+{
+    /* No change of the futex word (it is the producer's): a sleeper is woken,
+     * one about to sleep re-checks within its timeout. */
+    futex(&r->hdr->head_futex, FUTEX_WAKE, INT_MAX, NULL);
+}
+
 int ring_reader__wait(struct ring_reader *r, int timeout_ms)
 {
     struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000};

@@ -94,6 +94,13 @@ ssize_t ring_reader__read(struct ring_reader *r, void *buf, size_t cap, uint64_t
 void ring_reader__discard(struct ring_reader *r);
 
 /**
+ * Wake the thread sleeping in ring_reader__wait() on this ring, if any
+ * (another thread of the consumer, e.g. at end of stream: a killed producer
+ * never wakes it). Any thread.
+ */
+void ring_reader__wake(struct ring_reader *r);
+
+/**
  * Wait until something is published, the ring is closed, or @p timeout_ms
  * milliseconds pass (a futex wait on head_futex; never spins).
  * @return 0 (check again in any case; wake-ups may be spurious).

@@ -30,8 +30,14 @@
 
 #define container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
 
-/* How long a reader sleeps on the futex before re-checking end of stream. */
-#define WAIT_MS 50
+/*
+ * How long a reader sleeps on the futex before it looks again. Producers
+ * wake it when they publish or close, and the control thread when the
+ * stream ends, so this only bounds a missed wake-up; it is long because a
+ * guest with 10 000 threads has 10 000 readers (50 ms made them burn both
+ * cores waking up).
+ */
+#define WAIT_MS 1000
 /* Chunks in flight per worker: enough to keep workers busy while the
  * ordering thread catches up, small enough to bound memory. */
 #define CHUNKS_PER_WORKER 4
@@ -414,6 +420,9 @@ static void receive_rings(struct sluice_session *s)
     }
     /* Release pairs with ring_ended(): readers that see eof see final heads. */
     __atomic_store_n(&s->eof, 1, __ATOMIC_RELEASE);
+    for (struct ring_state *r = s->rings; r; r = r->next) {
+        ring_reader__wake(&r->rd); /* a killed producer will not */
+    }
 }
 
 static int start_stages(struct sluice_session *s)
