@@ -120,7 +120,7 @@ static void j_thread_exit(struct sluice_thread_slot *slot)
 static void close_ring(struct ring *r, void *arg)
 {
     (void)arg;
-    ring_close(r);
+    ring_close_final(r);
 }
 
 static void publish_ring(struct ring *r, void *arg)

@@ -247,6 +247,9 @@ void ring_reserve(struct ring *r, uint64_t need)
     uint64_t avail;
     int w;
 
+    while (__atomic_load_n(&r->final, __ATOMIC_ACQUIRE)) {
+        pause(); /* the process is exiting: wait here to be ended with it */
+    }
     ring_publish(r);
     need += 8; /* the zero word after the last record */
     for (;;) {
@@ -272,6 +275,14 @@ void ring_close(struct ring *r)
     __atomic_fetch_or(&r->hdr->flags, SLUICE_RING_CLOSED, __ATOMIC_RELEASE);
     __atomic_fetch_add(&r->hdr->head_futex, 1, __ATOMIC_RELEASE);
     futex(&r->hdr->head_futex, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+void ring_close_final(struct ring *r)
+{
+    ring_close(r);
+    __atomic_store_n(&r->final, 1, __ATOMIC_RELEASE);
+    /* Its next TB start (or helper record) finds no room and calls reserve. */
+    r->slot->limit = r->slot->cursor;
 }
 
 void ring_wake_producer(struct ring *r, unsigned slot)

@@ -25,6 +25,7 @@ struct ring {
     uint64_t offset;                 /* of the header in the process's arena (arena.h) */
     struct sluice_thread_slot *slot; /* the vCPU's cursor and limit */
     struct ring *next;               /* the process's list of rings (jitter.c) */
+    int final;                       /* closed by ring_close_final: its thread writes no more */
 };
 
 /**
@@ -56,6 +57,15 @@ void ring_reserve(struct ring *r, uint64_t need);
 
 /** Publish and mark the ring closed: its thread will write no more. */
 void ring_close(struct ring *r);
+
+/**
+ * As ring_close(), for a thread that is stopped (exclusive section) in a
+ * process that is exiting: the thread may run on for a moment after the
+ * exclusive section ends and before the process is gone, so its next
+ * reserve (at its next TB start or helper record) blocks until then instead
+ * of writing records nobody will read while the guest's stores still happen.
+ */
+void ring_close_final(struct ring *r);
 
 /** Wake the producer waiting on consumer slot @p slot (it left or advanced). */
 void ring_wake_producer(struct ring *r, unsigned slot);
