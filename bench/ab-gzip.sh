@@ -18,14 +18,7 @@
 set -euo pipefail
 [ $# -ge 4 ] || { sed -n '3,17p' "$0" >&2; exit 2; }
 a_build=$1 a_qemu=$2 b_build=$3 b_qemu=$4 runs=${5:-3}
-input=${TMPDIR:-/tmp}/sluice-bench-text-50M
-if [ ! -f "$input" ]; then
-    # The same deterministic pseudo-text as gzip.sh.
-    awk 'BEGIN { srand(1); n = 0;
-        while (n < 52428800) { w = ""; l = 1 + int(rand() * 9);
-            for (i = 0; i < l; i++) w = w sprintf("%c", 97 + int(rand() * rand() * 26));
-            s = w (rand() < 0.1 ? "\n" : " "); printf "%s", s; n += length(s) } }' >"$input"
-fi
+input=$("$(dirname "${BASH_SOURCE[0]}")/text-input.sh")
 tfile=$(mktemp)
 trap 'rm -f "$tfile"' EXIT
 

@@ -21,14 +21,7 @@ if [ ! -f build-bench/build.ninja ]; then
     meson setup build-bench -Dbuildtype=release -Dqemu_dir="$qemu_dir" >/dev/null
 fi
 ninja -C build-bench >/dev/null
-input=${TMPDIR:-/tmp}/sluice-bench-text-50M
-if [ ! -f "$input" ]; then
-    # Deterministic pseudo-text: words drawn from a fixed seed.
-    awk 'BEGIN { srand(1); n = 0;
-        while (n < 52428800) { w = ""; l = 1 + int(rand() * 9);
-            for (i = 0; i < l; i++) w = w sprintf("%c", 97 + int(rand() * rand() * 26));
-            s = w (rand() < 0.1 ? "\n" : " "); printf "%s", s; n += length(s) } }' >"$input"
-fi
+input=$("$(dirname "${BASH_SOURCE[0]}")/text-input.sh")
 q="$qemu_dir/bin/qemu-x86_64"
 tfile=$(mktemp)
 best() { # best wall seconds of $runs runs of "$@", output discarded
