@@ -21,7 +21,7 @@ if [ ! -f build-bench/build.ninja ]; then
     meson setup build-bench -Dbuildtype=release -Dqemu_dir="$qemu_dir" >/dev/null
 fi
 ninja -C build-bench >/dev/null
-input=$("$(dirname "${BASH_SOURCE[0]}")/text-input.sh")
+input=$(bench/text-input.sh)
 q="$qemu_dir/bin/qemu-x86_64"
 tfile=$(mktemp)
 best() { # best wall seconds of $runs runs of "$@", output discarded
