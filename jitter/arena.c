@@ -68,6 +68,7 @@ int arena_alloc(uint64_t bytes, uint64_t *offset)
 void arena_release(uint64_t offset, uint64_t bytes)
 {
     fds_lock();
-    (void)fallocate(arena.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)bytes);
+    (void)fallocate(arena.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset,
+                    (off_t)bytes);
     fds_unlock();
 }
