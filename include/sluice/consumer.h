@@ -76,6 +76,18 @@ struct sluice_callbacks {
      */
     int (*message)(void *user, const struct sluice_thread_info *t, const char *text, size_t len,
                    void *item);
+    /**
+     * Worker thread, instead of `exec` when set (`exec` is then never
+     * called): a run of @p n executed instructions (1 <= n <= 1024), their
+     * guest PCs at @p pcs in program order. A run never spans another record
+     * (a memory access, lost records, a message) or two chunks, so runs and
+     * the other callbacks still come in program order within a chunk; how
+     * the instructions are cut into runs is otherwise unspecified. @p pcs is
+     * valid during the call only. The fastest way to see every PC: one call
+     * per run instead of one per instruction.
+     */
+    int (*exec_batch)(void *user, const struct sluice_thread_info *t, const uint64_t *pcs, size_t n,
+                      void *item);
 };
 
 /** Options; fields added later keep the old behaviour when zero. */

@@ -104,6 +104,12 @@ static uint64_t pc_of(uint64_t tid, uint64_t i)
     return (tid << 32) + 0x1000 + i * 4;
 }
 
+/* With long_runs set, all but 10 of every 3000 records are EXEC, so
+ * exec_batch sees runs longer than its 1024 and cut at chunk ends. */
+static int long_runs;
+/* Set: the consumer takes PCs through exec_batch (and exec must not be called). */
+static int use_batch;
+
 /* Record i of thread tid (words into w, returns their count) and the event
  * a consumer must see for it (PC 0 resolved, value masked). */
 static unsigned gen(uint64_t tid, uint64_t i, uint64_t *w, struct event *e)
@@ -111,6 +117,10 @@ static unsigned gen(uint64_t tid, uint64_t i, uint64_t *w, struct event *e)
     uint64_t pc = pc_of(tid, i), exec_pc = pc_of(tid, i - i % 8); /* i%8==0 is EXEC */
 
     *e = (struct event){K_EXEC, 0, tid, pc, 0, 0, 0};
+    if (long_runs && i % 3000 < 2990) {
+        w[0] = sluice_exec_hdr(pc);
+        return 1;
+    }
     switch (i % 8) {
     case 0:
     case 6:
@@ -185,6 +195,7 @@ struct check {
     uint64_t next[MAX_RINGS]; /* next record index expected per ring */
     int started[MAX_RINGS], ended[MAX_RINGS];
     int in_trace;
+    int exec_calls; /* exec calls made while exec_batch was set */
     int errors;
     char first_error[200];
 };
@@ -230,6 +241,36 @@ static int w_lost(void *user, const struct sluice_thread_info *t, uint64_t count
     return 1;
 }
 
+/* exec, when exec_batch is set too: must never run. */
+static int w_exec_not_called(void *user, const struct sluice_thread_info *t, uint64_t pc,
+                             void *item)
+{
+    struct check *c = user;
+
+    __atomic_fetch_add(&c->exec_calls, 1, __ATOMIC_RELAXED);
+    return w_exec(user, t, pc, item);
+}
+
+/* An order-sensitive fold of PCs (the one bench/pcsum.py describes). */
+static uint64_t fold_pc(uint64_t h, uint64_t pc)
+{
+    return h * 0x100000001b3ull + pc;
+}
+
+/* exec_batch: one K_EXEC item per run, size = the run's length, value = its fold. */
+static int w_exec_batch(void *user, const struct sluice_thread_info *t, const uint64_t *pcs,
+                        size_t n, void *item)
+{
+    uint64_t h = 0;
+
+    (void)user;
+    for (size_t k = 0; k < n; k++) {
+        h = fold_pc(h, pcs[k]);
+    }
+    *(struct event *)item = (struct event){K_EXEC, (uint32_t)n, t->tid, pcs[0], 0, h, 0};
+    return 1;
+}
+
 static void o_thread(void *user, const struct sluice_thread_info *t, int started)
 {
     struct check *c = user;
@@ -264,6 +305,23 @@ static void o_trace(void *user, const struct sluice_thread_info *t, void *item)
     }
     if (r < 0 || !c->started[r] || c->ended[r]) {
         mismatch(c, "trace() outside thread(1)..thread(0)", t->tid, 0);
+    } else if (got->kind == K_EXEC && got->size) { /* a run from exec_batch */
+        uint64_t h = 0;
+
+        if (got->size > 1024) {
+            mismatch(c, "exec_batch run longer than 1024", t->tid, c->next[r]);
+        }
+        for (uint32_t k = 0; k < got->size; k++) {
+            gen(t->tid, c->next[r] + k, w, &want);
+            if (want.kind != K_EXEC) {
+                mismatch(c, "exec_batch run spans another record", t->tid, c->next[r] + k);
+            }
+            h = fold_pc(h, want.pc);
+        }
+        if (h != got->value) {
+            mismatch(c, "exec_batch PCs differ from the records written", t->tid, c->next[r]);
+        }
+        c->next[r] += got->size;
     } else {
         gen(t->tid, c->next[r], w, &want);
         if (memcmp(got, &want, sizeof(want)) != 0) {
@@ -281,6 +339,10 @@ static struct sluice_callbacks check_callbacks(struct check *c)
     cb.user = c;
     cb.item_size = sizeof(struct event);
     cb.exec = w_exec;
+    if (use_batch) {
+        cb.exec = w_exec_not_called;
+        cb.exec_batch = w_exec_batch;
+    }
     cb.read = w_mem;
     cb.write = w_mem;
     cb.lost = w_lost;
@@ -289,28 +351,26 @@ static struct sluice_callbacks check_callbacks(struct check *c)
     return cb;
 }
 
-/* Expected counts of n records made by gen(). */
-static struct sluice_counts expected_counts(uint64_t n)
+/* Expected counts of n records made by gen(), and in @p lost_records the LOST records among them.
+ */
+static struct sluice_counts expected_counts(uint64_t n, uint64_t *lost_records)
 {
     struct sluice_counts k = {0, 0, 0, 5}; /* hdr->lost */
+    uint64_t w[4];
+    struct event e;
 
+    *lost_records = 0;
     for (uint64_t i = 0; i < n; i++) {
-        switch (i % 8) {
-        case 0:
-        case 6:
+        gen(1, i, w, &e);
+        if (e.kind == K_EXEC) {
             k.insns++;
-            break;
-        case 1:
-        case 3:
-        case 5:
+        } else if (e.kind == K_READ) {
             k.loads++;
-            break;
-        case 2:
-        case 4:
+        } else if (e.kind == K_WRITE) {
             k.stores++;
-            break;
-        default:
-            k.lost += 2;
+        } else {
+            k.lost += e.value;
+            ++*lost_records;
         }
     }
     return k;
@@ -371,7 +431,8 @@ static void run_scenario(unsigned workers, int n_rings, uint64_t records, uint64
     struct jitter_arg *j = calloc(1, sizeof(*j));
     struct check *c = calloc(1, sizeof(*c));
     struct sluice_callbacks cb = check_callbacks(c);
-    struct sluice_counts total, per[MAX_RINGS + 1], want = expected_counts(records);
+    uint64_t lost_records;
+    struct sluice_counts total, per[MAX_RINGS + 1], want = expected_counts(records, &lost_records);
     struct sluice_thread_info info[MAX_RINGS + 1];
     struct sluice_session *s;
     pthread_t jt;
@@ -396,6 +457,7 @@ static void run_scenario(unsigned workers, int n_rings, uint64_t records, uint64
     pthread_join(jt, NULL);
 
     cr_assert_eq(c->errors, 0, "%d errors, first: %s", c->errors, c->first_error);
+    cr_assert_eq(c->exec_calls, 0, "exec called %d times beside exec_batch", c->exec_calls);
     n = sluice_session__counts(s, &total, per, info, MAX_RINGS + 1);
     cr_assert_eq(n, (size_t)n_rings);
     for (i = 0; i < n_rings; i++) {
@@ -419,8 +481,7 @@ static void run_scenario(unsigned workers, int n_rings, uint64_t records, uint64
         cr_assert_eq(total.insns, want.insns * (uint64_t)n_rings);
         cr_assert_eq(total.lost, want.lost * (uint64_t)n_rings);
         cr_assert_eq(sluice_session__events(s),
-                     (want.insns + want.loads + want.stores + (want.lost - 5) / 2) *
-                         (uint64_t)n_rings);
+                     (want.insns + want.loads + want.stores + lost_records) * (uint64_t)n_rings);
     } else {
         cr_assert_eq(rc, -EPROTO);
         static const char *const want_err[] = {"", "magic", "second announcement",
@@ -451,6 +512,19 @@ Test(session, three_rings_two_workers, .timeout = 60)
 Test(session, four_rings_eight_workers, .timeout = 60)
 {
     run_scenario(8, 4, 100000, 0, BAD_NONE);
+}
+
+Test(session, exec_batch_between_other_records, .timeout = 60)
+{
+    use_batch = 1;
+    run_scenario(2, 3, 200000, 0, BAD_NONE);
+}
+
+Test(session, exec_batch_long_runs, .timeout = 60)
+{
+    use_batch = 1;
+    long_runs = 1;
+    run_scenario(2, 3, 300000, 0, BAD_NONE);
 }
 
 Test(session, invalid_record_stops_only_its_ring, .timeout = 60)
