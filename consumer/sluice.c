@@ -2,7 +2,7 @@
 /*
  * sluice.c — the `sluice` command.
  *
- *   sluice run [--filter F] [--set NAME=VALUE]... [--tool dump|stats] [--json] [-o FILE]
+ *   sluice run [--filter F] [--set NAME=VALUE]... [--tool T] [--json] [-o FILE]
  *              [--workers N] -- PROGRAM [ARGS]
  *
  * Main thread: parses arguments, finds qemu-<arch> and the jitter, checks
@@ -51,14 +51,16 @@ struct run_args {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: sluice run [--filter F] [--set NAME=VALUE]... [--tool dump|stats] [--json]\n"
+    fprintf(f, "usage: sluice run [--filter F] [--set NAME=VALUE]... [--tool T] [--json]\n"
                "                  [-o FILE] [--workers N] -- PROGRAM [ARGS...]\n"
                "  --filter F   decide what to trace with a BPF filter: F.bpf.o (clang -O2 -g\n"
                "               -target bpf), or F.c, compiled with clang (see filters/)\n"
                "  --set N=V    set the filter's global N (a const volatile knob) to V\n"
-               "  --tool T     analysis: stats (default; counts per thread) or dump (one line\n"
-               "               per executed instruction and memory access)\n"
-               "  --json       stats as one JSON object on one line\n"
+               "  --tool T     analysis: stats (default; counts per thread), dump (one line\n"
+               "               per executed instruction and memory access), pcsum (an\n"
+               "               order-sensitive checksum of each thread's PCs, one callback per\n"
+               "               PC) or pcsum-batch (the same sum, PCs taken in runs)\n"
+               "  --json       stats or pcsum as one JSON object on one line\n"
                "  -o FILE      write the tool's output to FILE (default: stderr)\n"
                "  --workers N  decoding threads (default: online CPUs)\n"
                "environment: SLUICE_QEMU_DIR (holds bin/qemu-<arch>), SLUICE_JITTER (the jitter\n"
@@ -99,6 +101,12 @@ static const struct tool *find_tool(const char *name)
     }
     if (strcmp(name, "stats") == 0) {
         return &tool_stats;
+    }
+    if (strcmp(name, "pcsum") == 0) {
+        return &tool_pcsum;
+    }
+    if (strcmp(name, "pcsum-batch") == 0) {
+        return &tool_pcsum_batch;
     }
     return NULL;
 }
@@ -151,8 +159,8 @@ static int parse_run(int argc, char **argv, struct run_args *a)
     if (i >= argc) {
         return usage_error("%s", "run: no PROGRAM given");
     }
-    if (a->json && a->tool != &tool_stats) {
-        return usage_error("%s", "--json goes with --tool stats");
+    if (a->json && a->tool == &tool_dump) {
+        return usage_error("%s", "--json goes with --tool stats, pcsum or pcsum-batch");
     }
     a->prog = argv + i;
     return -1;

@@ -35,5 +35,9 @@ struct tool {
 extern const struct tool tool_dump;
 /** `stats`: per-thread counts and rates (table, or one JSON line). */
 extern const struct tool tool_stats;
+/** `pcsum`: an order-sensitive checksum of each thread's PCs, through `exec` (one item per PC). */
+extern const struct tool tool_pcsum;
+/** `pcsum-batch`: the same checksum, through `exec_batch` (one item per run of PCs). */
+extern const struct tool tool_pcsum_batch;
 
 #endif /* SLUICE_TOOLS_H */

@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * tool_pcsum.c — `sluice run --tool pcsum` and `--tool pcsum-batch`: an
+ * order-sensitive checksum of each guest thread's PC sequence.
+ *
+ * Folds p_0..p_{n-1} into h = (...((0·K + p_0)·K + p_1)...)·K + p_{n-1}
+ * mod 2^64, K = 0x100000001b3: a dropped, repeated or reordered PC changes
+ * h (but for a 2^-64 chance). Two runs of a deterministic guest, or a run and
+ * a checksum computed from the program's structure (bench/pcsum.py), can be
+ * compared in one line without writing the trace anywhere. bench/run uses it
+ * as the consumer of its worst case.
+ *
+ *  - pcsum: the per-instruction model (Cannoli's): `exec` on the workers
+ *    makes one 8-byte item per PC, `trace` folds them in order.
+ *  - pcsum-batch: `exec_batch` folds a run of PCs on a worker into (h, n),
+ *    `trace` composes the runs: fold(A‖B) = fold(A)·K^|B| + fold(B).
+ *
+ * Per-thread sums live in a hash table touched only by the ordering thread
+ * (`thread`, `trace`) and, after the session, by `report` on the main thread.
+ * Output: one line per thread `pid=P tid=T seq=S n=N h=0x...`, or with
+ * --json one object {"threads": [{"pid", "tid", "seq", "n", "h"}...],
+ * "insns": N, "lost": N, "seconds": F}.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools.h"
+
+typedef unsigned long long ull;
+
+#define PCSUM_K 0x100000001b3ull
+
+/* One guest thread ring's sum. */
+struct pcsum {
+    uint32_t pid, tid, seq;
+    int used;
+    uint64_t n, h;
+};
+
+/* The tool's state: an open-addressing table of sums, its size a power of two. */
+struct pcsum_state {
+    struct tool_env *env;
+    struct pcsum *slots;
+    size_t cap, used;
+    struct pcsum *last; /* the previous trace call's thread: most calls repeat it */
+    int oom;
+};
+
+/* A worker's run of PCs, folded. */
+struct pcsum_run {
+    uint64_t h, n;
+};
+
+static struct pcsum_state state;
+
+static uint64_t k_pow(uint64_t e)
+{
+    uint64_t r = 1, b = PCSUM_K;
+
+    for (; e; e >>= 1, b *= b) {
+        if (e & 1) {
+            r *= b;
+        }
+    }
+    return r;
+}
+
+static size_t slot_of(const struct pcsum_state *st, uint32_t pid, uint32_t tid, uint32_t seq)
+{
+    uint64_t key = ((uint64_t)pid << 32 | tid) ^ ((uint64_t)seq << 48);
+
+    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 20) & (st->cap - 1);
+}
+
+/* The sum of thread @p t, created if @p create; NULL if absent or out of memory. */
+static struct pcsum *find(struct pcsum_state *st, const struct sluice_thread_info *t, int create);
+
+static int grow(struct pcsum_state *st)
+{
+    struct pcsum *old = st->slots;
+    size_t old_cap = st->cap, i;
+
+    st->cap = old_cap ? old_cap * 2 : 64;
+    st->slots = calloc(st->cap, sizeof(*st->slots));
+    st->used = 0;
+    st->last = NULL;
+    if (!st->slots) {
+        st->slots = old;
+        st->cap = old_cap;
+        return -1;
+    }
+    for (i = 0; i < old_cap; i++) {
+        if (old[i].used) {
+            struct sluice_thread_info t = {.pid = old[i].pid, .tid = old[i].tid, .seq = old[i].seq};
+
+            *find(st, &t, 1) = old[i];
+        }
+    }
+    free(old);
+    return 0;
+}
+
+static struct pcsum *find(struct pcsum_state *st, const struct sluice_thread_info *t, int create)
+{
+    struct pcsum *p = st->last;
+    size_t i;
+
+    if (p && p->pid == t->pid && p->tid == t->tid && p->seq == t->seq) {
+        return p;
+    }
+    if (create && (st->used + 1) * 2 > st->cap && grow(st) != 0) {
+        return NULL;
+    }
+    if (!st->cap) {
+        return NULL;
+    }
+    for (i = slot_of(st, t->pid, t->tid, t->seq);; i = (i + 1) & (st->cap - 1)) {
+        p = &st->slots[i];
+        if (!p->used) {
+            if (!create) {
+                return NULL;
+            }
+            *p = (struct pcsum){t->pid, t->tid, t->seq, 1, 0, 0};
+            st->used++;
+            break;
+        }
+        if (p->pid == t->pid && p->tid == t->tid && p->seq == t->seq) {
+            break;
+        }
+    }
+    st->last = p;
+    return p;
+}
+
+static int on_exec(void *user, const struct sluice_thread_info *t, uint64_t pc, void *item)
+{
+    (void)user, (void)t;
+    memcpy(item, &pc, sizeof(pc));
+    return 1;
+}
+
+static int on_exec_batch(void *user, const struct sluice_thread_info *t, const uint64_t *pcs,
+                         size_t n, void *item)
+{
+    struct pcsum_run run = {0, n};
+    size_t i;
+
+    (void)user, (void)t;
+    for (i = 0; i < n; i++) {
+        run.h = run.h * PCSUM_K + pcs[i];
+    }
+    memcpy(item, &run, sizeof(run));
+    return 1;
+}
+
+static void on_thread(void *user, const struct sluice_thread_info *t, int started)
+{
+    struct pcsum_state *st = user;
+
+    if (started && !find(st, t, 1)) {
+        st->oom = 1;
+    }
+}
+
+static void on_trace_pc(void *user, const struct sluice_thread_info *t, void *item)
+{
+    struct pcsum_state *st = user;
+    struct pcsum *p = find(st, t, 0);
+    uint64_t pc;
+
+    if (p) {
+        memcpy(&pc, item, sizeof(pc));
+        p->h = p->h * PCSUM_K + pc;
+        p->n++;
+    }
+}
+
+static void on_trace_run(void *user, const struct sluice_thread_info *t, void *item)
+{
+    struct pcsum_state *st = user;
+    struct pcsum *p = find(st, t, 0);
+    struct pcsum_run run;
+
+    if (p) {
+        memcpy(&run, item, sizeof(run));
+        p->h = p->h * k_pow(run.n) + run.h;
+        p->n += run.n;
+    }
+}
+
+static void setup_common(struct tool_env *env, struct sluice_callbacks *cb)
+{
+    memset(&state, 0, sizeof(state));
+    state.env = env;
+    cb->user = &state;
+    cb->thread = on_thread;
+}
+
+static void setup_pc(struct tool_env *env, struct sluice_callbacks *cb)
+{
+    setup_common(env, cb);
+    cb->item_size = sizeof(uint64_t);
+    cb->exec = on_exec;
+    cb->trace = on_trace_pc;
+}
+
+static void setup_batch(struct tool_env *env, struct sluice_callbacks *cb)
+{
+    setup_common(env, cb);
+    cb->item_size = sizeof(struct pcsum_run);
+    cb->exec_batch = on_exec_batch;
+    cb->trace = on_trace_run;
+}
+
+static void print(FILE *f, const struct sluice_counts *total, const struct sluice_thread_info *t,
+                  size_t n, int json, double seconds)
+{
+    size_t i;
+
+    if (json) {
+        fprintf(f, "{\"threads\": [");
+    }
+    for (i = 0; i < n; i++) {
+        struct pcsum *p = find(&state, &t[i], 0);
+        ull sum_n = p ? (ull)p->n : 0, sum_h = p ? (ull)p->h : 0;
+
+        if (json) {
+            fprintf(f,
+                    "%s{\"pid\": %u, \"tid\": %u, \"seq\": %u, \"n\": %llu, \"h\": \"0x%016llx\"}",
+                    i ? ", " : "", t[i].pid, t[i].tid, t[i].seq, sum_n, sum_h);
+        } else {
+            fprintf(f, "pid=%u tid=%u seq=%u n=%llu h=0x%016llx\n", t[i].pid, t[i].tid, t[i].seq,
+                    sum_n, sum_h);
+        }
+    }
+    if (json) {
+        fprintf(f, "], \"insns\": %llu, \"lost\": %llu, \"seconds\": %.6f}\n", (ull)total->insns,
+                (ull)total->lost, seconds);
+    }
+}
+
+static int report(struct tool_env *env, struct sluice_session *s, double seconds)
+{
+    struct sluice_counts total;
+    size_t n = sluice_session__counts(s, &total, NULL, NULL, 0);
+    struct sluice_thread_info *t = calloc(n + 1, sizeof(*t));
+    int rc = 0;
+
+    if (!t || state.oom) {
+        fprintf(stderr, "sluice: pcsum: out of memory\n");
+        free(t);
+        return -1;
+    }
+    n = sluice_session__counts(s, &total, NULL, t, n);
+    errno = 0; /* a failed write sets it */
+    print(env->out, &total, t, n, env->json, seconds);
+    if (total.lost) {
+        fprintf(stderr, "sluice: warning: %llu records lost: the sums are not of the whole trace\n",
+                (ull)total.lost);
+    }
+    if (fflush(env->out) != 0 || ferror(env->out)) {
+        fprintf(stderr, "sluice: pcsum: writing %s: %s\n", env->name,
+                strerror(errno ? errno : EIO));
+        rc = -1;
+    }
+    free(t);
+    free(state.slots);
+    memset(&state, 0, sizeof(state));
+    return rc;
+}
+
+const struct tool tool_pcsum = {"pcsum", setup_pc, report};
+const struct tool tool_pcsum_batch = {"pcsum-batch", setup_batch, report};
