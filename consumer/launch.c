@@ -288,11 +288,12 @@ pid_t launch_spawn(const char *qemu, const char *jitter_arg, const char *prog, c
     return pid;
 }
 
-int launch_wait(pid_t pid)
+int launch_wait(pid_t pid, struct rusage *usage)
 {
+    struct rusage unused;
     int status;
 
-    while (waitpid(pid, &status, 0) < 0) {
+    while (wait4(pid, &status, 0, usage ? usage : &unused) < 0) {
         if (errno != EINTR) {
             return -1;
         }

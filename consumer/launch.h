@@ -11,6 +11,7 @@
 #define SLUICE_LAUNCH_H
 
 #include <stddef.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 /**
@@ -56,8 +57,12 @@ int launch_jitter_path(const char *default_path, char *path, size_t n, char *err
 pid_t launch_spawn(const char *qemu, const char *jitter_arg, const char *prog, char *const args[],
                    int consumer_fd, char *err, size_t errn);
 
-/** Wait for @p pid (retrying on EINTR). @return its wait status, or -1. */
-int launch_wait(pid_t pid);
+/**
+ * Wait for @p pid (retrying on EINTR).
+ * @param[out] usage if not NULL, its resource use (wait4), children it reaped included
+ * @return its wait status, or -1.
+ */
+int launch_wait(pid_t pid, struct rusage *usage);
 
 /**
  * End sluice the way the guest ended (wait status @p status): exit with its

@@ -304,7 +304,7 @@ static void report_not_started(int status, const struct sluice_session *s)
 
 static int cmd_run(int argc, char **argv)
 {
-    struct tool_env env = {stderr, 0, "stderr"};
+    struct tool_env env = {.out = stderr, .name = "stderr"};
     struct sluice_counts unused;
     struct progress prog = {0};
     struct sluice_session *s = NULL;
@@ -346,7 +346,7 @@ static int cmd_run(int argc, char **argv)
     if (failed && started) {
         fprintf(stderr, "sluice: trace: %s\n", sluice_session__error(s));
     }
-    status = launch_wait(pid);
+    status = launch_wait(pid, &env.qemu_usage);
     if (!started && (failed || !exited_0(status))) {
         /* QEMU died before the guest's first thread (e.g. before WELCOME):
          * nothing ran traced, so there is nothing to report. */

@@ -19,7 +19,7 @@
  * (`thread`, `trace`) and, after the session, by `report` on the main thread.
  * Output: one line per thread `pid=P tid=T seq=S n=N h=0x...`, or with
  * --json one object {"threads": [{"pid", "tid", "seq", "n", "h"}...],
- * "insns": N, "lost": N, "seconds": F}.
+ * "insns": N, "lost": N, "seconds": F, "rusage": {...}} (tool_json_rusage).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -236,8 +236,10 @@ static void print(FILE *f, const struct sluice_counts *total, const struct sluic
         }
     }
     if (json) {
-        fprintf(f, "], \"insns\": %llu, \"lost\": %llu, \"seconds\": %.6f}\n", (ull)total->insns,
+        fprintf(f, "], \"insns\": %llu, \"lost\": %llu, \"seconds\": %.6f, ", (ull)total->insns,
                 (ull)total->lost, seconds);
+        tool_json_rusage(f, state.env);
+        fprintf(f, "}\n");
     }
 }
 

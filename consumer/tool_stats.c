@@ -8,7 +8,8 @@
  * exactly one JSON object on one line:
  *   {"total": {"insns": N, "loads": N, "stores": N, "lost": N},
  *    "threads": [{"pid": N, "tid": N, "arch": "x86_64", "comm": "...", "insns": N, ...}],
- *    "seconds": F}
+ *    "seconds": F, "rusage": {"qemu": {"user_s": F, "sys_s": F, "maxrss_kib": N},
+ *                             "consumer": {...}}}
  */
 #include <errno.h>
 #include <stdint.h>
@@ -43,8 +44,9 @@ static void json_counts(FILE *f, const struct sluice_counts *c)
             (ull)c->loads, (ull)c->stores, (ull)c->lost);
 }
 
-static void print_json(FILE *f, const struct sluice_counts *total, const struct sluice_counts *c,
-                       const struct sluice_thread_info *t, size_t n, double seconds)
+static void print_json(FILE *f, const struct tool_env *env, const struct sluice_counts *total,
+                       const struct sluice_counts *c, const struct sluice_thread_info *t, size_t n,
+                       double seconds)
 {
     size_t i;
 
@@ -60,7 +62,9 @@ static void print_json(FILE *f, const struct sluice_counts *total, const struct 
         json_counts(f, &c[i]);
         fprintf(f, "}");
     }
-    fprintf(f, "], \"seconds\": %.6f}\n", seconds);
+    fprintf(f, "], \"seconds\": %.6f, ", seconds);
+    tool_json_rusage(f, env);
+    fprintf(f, "}\n");
 }
 
 static void print_table(FILE *f, const struct sluice_counts *total, const struct sluice_counts *c,
@@ -103,7 +107,7 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     n = sluice_session__counts(s, &total, c, t, n);
     errno = 0; /* a failed write sets it */
     if (env->json) {
-        print_json(env->out, &total, c, t, n, seconds);
+        print_json(env->out, env, &total, c, t, n, seconds);
     } else {
         print_table(env->out, &total, c, t, n, seconds);
     }

@@ -8,15 +8,26 @@
 #define SLUICE_TOOLS_H
 
 #include <stdio.h>
+#include <sys/resource.h>
 
 #include "sluice/consumer.h"
 
 /** What the command gives a tool. */
 struct tool_env {
-    FILE *out;        /**< where the tool writes (-o FILE, else stderr) */
-    int json;         /**< --json */
-    const char *name; /**< what out is, for messages: FILE, or "stderr" */
+    FILE *out;                /**< where the tool writes (-o FILE, else stderr) */
+    int json;                 /**< --json */
+    const char *name;         /**< what out is, for messages: FILE, or "stderr" */
+    struct rusage qemu_usage; /**< QEMU's resource use (and its reaped children's), set before
+                                 report() */
 };
+
+/**
+ * Write `"rusage": {"qemu": {...}, "consumer": {...}}` (no braces around
+ * it) to @p f: user and system CPU seconds and peak RSS in KiB of the guest's
+ * QEMU (env->qemu_usage) and of this process (getrusage RUSAGE_SELF). For
+ * the tools' --json output; main thread, after the session.
+ */
+void tool_json_rusage(FILE *f, const struct tool_env *env);
 
 /** One tool. Both functions run on the command's main thread. */
 struct tool {

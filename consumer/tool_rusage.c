@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * tool_rusage.c — the CPU time and peak memory of QEMU and of the consumer,
+ * for the tools' --json output (bench/run reads them to say where the time
+ * goes). Main thread, after the session; never fails: a getrusage error
+ * leaves the consumer's figures at zero.
+ */
+#include <string.h>
+#include <sys/resource.h>
+
+#include "tools.h"
+
+static double seconds(struct timeval tv)
+{
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+static void usage_json(FILE *f, const char *name, const struct rusage *ru)
+{
+    fprintf(f, "\"%s\": {\"user_s\": %.3f, \"sys_s\": %.3f, \"maxrss_kib\": %ld}", name,
+            seconds(ru->ru_utime), seconds(ru->ru_stime), ru->ru_maxrss);
+}
+
+void tool_json_rusage(FILE *f, const struct tool_env *env)
+{
+    struct rusage self;
+
+    if (getrusage(RUSAGE_SELF, &self) != 0) {
+        memset(&self, 0, sizeof(self));
+    }
+    fprintf(f, "\"rusage\": {");
+    usage_json(f, "qemu", &env->qemu_usage);
+    fprintf(f, ", ");
+    usage_json(f, "consumer", &self);
+    fprintf(f, "}");
+}
