@@ -8,6 +8,7 @@ the reference plugin (QEMU_PLUGIN, tests/plugin/reftrace.c), so both see the
 very same execution. What sluice must have written, per filter:
 
   all         exactly the reference trace
+  pcs         exactly the reference's EXEC events, and no memory access
   coverage    each pc the reference executed, exactly once, and nothing else
   range       the reference trace restricted to pcs in [lo, hi), in order
   mem_writes  exactly the reference's stores, in order
@@ -98,6 +99,11 @@ class Run:
 def check_all(args, tmp, arch, argv):
     r = Run(args, tmp, arch, argv, "all")
     return r, (0 if r.problems else r.expect(lambda ev: True))
+
+
+def check_pcs(args, tmp, arch, argv):
+    r = Run(args, tmp, arch, argv, "pcs")
+    return r, (0 if r.problems else r.expect(lambda ev: ev.startswith("EXEC ")))
 
 
 def check_coverage(args, tmp, arch, argv, qemu_log=None):
@@ -229,7 +235,7 @@ def check_sample(args, tmp, arch, argv):
     return r, n
 
 
-CHECKS = {"all": check_all, "coverage": check_coverage, "range": check_range,
+CHECKS = {"all": check_all, "pcs": check_pcs, "coverage": check_coverage, "range": check_range,
           "mem_writes": check_mem_writes, "main_image": check_main_image,
           "branches": check_branches, "sample": check_sample}
 
