@@ -37,7 +37,7 @@
  * only after peer_finish (which joins the consumer).
  *
  * Never: drop or reorder a vCPU's words; block a vCPU for anything but a
- * full queue; let a guest signal be delivered on the consumer thread (it
+ * full queue; let a signal be delivered on the consumer thread (it
  * blocks them all: QEMU's host signal handler expects a vCPU thread).
  *
  * Fork: with consumer=on the child restarts a consumer (pthread_atfork); the

@@ -30,12 +30,13 @@
  * "done" counts the instructions that began: the one that faults, or the
  * syscall that ends the program, included. That is exactly the set whose
  * exec callbacks run, so the trace is insn_cb's and tests/plugin/reftrace.c's
- * (the bench checks it against them, segv guests included). Were the store
- * after its instruction, the instruction ending a TB (a branch, a fault, a
- * syscall) would never store and "done" would have to be read as i rather
- * than i + 1; nothing here would change but that one offset. A TB left
- * before its first store (QEMU does not do that today) settles to nothing,
- * since "done" is cleared at each TB entry rather than assumed overwritten.
+ * (check.py compares them, segv guests included). Were the store after its
+ * instruction, the instruction ending a TB (a branch, a fault, a syscall)
+ * would never reach its store, and tbx_settle would have to take
+ * min(done + 1, n) instructions instead of done; nothing else would change.
+ * A TB left before its first store (QEMU does not do that today) settles to
+ * nothing, since "done" is cleared at each TB entry, not assumed
+ * overwritten.
  *
  * Threads: tbx_exec on the vCPU thread entering the TB, touching only that
  * vCPU's state; tb_trans on the translating thread; vcpu_exit on the
@@ -44,7 +45,7 @@
  * a thread leaving while the program exits settles before at_exit, or not
  * at all.
  *
- * Never: read a scoreboard pointer kept across callbacks (QEMU moves the
+ * Never: keep a scoreboard pointer across callbacks (QEMU moves the
  * scoreboard when it grows for a new vCPU); block in tbx_exec except in
  * peer_submit on a full queue.
  *
