@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
-# Two sluice builds side by side on `gzip -9` of the 50 MB text of gzip.sh
+# Two sluice builds side by side on `gzip -9` of the 50 MB text of text-input.sh
 # (x86_64 guest, the host's /bin/gzip): the full trace (`--tool stats`,
 # every instruction and access) and `--filter coverage`, runs alternating
 # A B A B ... so both see the same machine; prints the median and min-max
