@@ -67,47 +67,51 @@ static uint64_t k_pow(uint64_t e)
     return r;
 }
 
-static size_t slot_of(const struct pcsum_state *st, uint32_t pid, uint32_t tid, uint32_t seq)
+static int same_thread(const struct pcsum *p, uint32_t pid, uint32_t tid, uint32_t seq)
 {
-    uint64_t key = ((uint64_t)pid << 32 | tid) ^ ((uint64_t)seq << 48);
-
-    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 20) & (st->cap - 1);
+    return p->pid == pid && p->tid == tid && p->seq == seq;
 }
 
-/* The sum of thread @p t, created if @p create; NULL if absent or out of memory. */
-static struct pcsum *find(struct pcsum_state *st, const struct sluice_thread_info *t, int create);
+/* The slot of (pid, tid, seq) in st->slots: its sum, or the empty slot where it goes. */
+static struct pcsum *probe(const struct pcsum_state *st, uint32_t pid, uint32_t tid, uint32_t seq)
+{
+    uint64_t key = ((uint64_t)pid << 32 | tid) ^ ((uint64_t)seq << 48);
+    size_t i = (size_t)((key * 0x9e3779b97f4a7c15ull) >> 20) & (st->cap - 1);
 
+    while (st->slots[i].used && !same_thread(&st->slots[i], pid, tid, seq)) {
+        i = (i + 1) & (st->cap - 1);
+    }
+    return &st->slots[i];
+}
+
+/* Double the table (64 slots at first). Returns 0, or -1 with the table unchanged. */
 static int grow(struct pcsum_state *st)
 {
-    struct pcsum *old = st->slots;
-    size_t old_cap = st->cap, i;
+    struct pcsum_state bigger = *st;
+    size_t i;
 
-    st->cap = old_cap ? old_cap * 2 : 64;
-    st->slots = calloc(st->cap, sizeof(*st->slots));
-    st->used = 0;
-    st->last = NULL;
-    if (!st->slots) {
-        st->slots = old;
-        st->cap = old_cap;
+    bigger.cap = st->cap ? st->cap * 2 : 64;
+    bigger.slots = calloc(bigger.cap, sizeof(*bigger.slots));
+    if (!bigger.slots) {
         return -1;
     }
-    for (i = 0; i < old_cap; i++) {
-        if (old[i].used) {
-            struct sluice_thread_info t = {.pid = old[i].pid, .tid = old[i].tid, .seq = old[i].seq};
-
-            *find(st, &t, 1) = old[i];
+    for (i = 0; i < st->cap; i++) {
+        if (st->slots[i].used) {
+            *probe(&bigger, st->slots[i].pid, st->slots[i].tid, st->slots[i].seq) = st->slots[i];
         }
     }
-    free(old);
+    free(st->slots);
+    bigger.last = NULL;
+    *st = bigger;
     return 0;
 }
 
+/* The sum of thread @p t, created if @p create; NULL if absent or out of memory. */
 static struct pcsum *find(struct pcsum_state *st, const struct sluice_thread_info *t, int create)
 {
     struct pcsum *p = st->last;
-    size_t i;
 
-    if (p && p->pid == t->pid && p->tid == t->tid && p->seq == t->seq) {
+    if (p && same_thread(p, t->pid, t->tid, t->seq)) {
         return p;
     }
     if (create && (st->used + 1) * 2 > st->cap && grow(st) != 0) {
@@ -116,19 +120,13 @@ static struct pcsum *find(struct pcsum_state *st, const struct sluice_thread_inf
     if (!st->cap) {
         return NULL;
     }
-    for (i = slot_of(st, t->pid, t->tid, t->seq);; i = (i + 1) & (st->cap - 1)) {
-        p = &st->slots[i];
-        if (!p->used) {
-            if (!create) {
-                return NULL;
-            }
-            *p = (struct pcsum){t->pid, t->tid, t->seq, 1, 0, 0};
-            st->used++;
-            break;
+    p = probe(st, t->pid, t->tid, t->seq);
+    if (!p->used) {
+        if (!create) {
+            return NULL;
         }
-        if (p->pid == t->pid && p->tid == t->tid && p->seq == t->seq) {
-            break;
-        }
+        *p = (struct pcsum){t->pid, t->tid, t->seq, 1, 0, 0};
+        st->used++;
     }
     st->last = p;
     return p;
