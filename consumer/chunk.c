@@ -3,10 +3,11 @@
  * chunk.c — the bounded chunk pool (see chunk.h).
  *
  * Any thread may get or put. Chunks are recycled, never freed before
- * chunk_pool__destroy(), so steady state does no allocation. The item area
- * is sized for the worst case (one item per 8-byte record) but malloc'd
- * large buffers are untouched until used, so unused room costs address
- * space only.
+ * chunk_pool__destroy(), so steady state does no allocation. A chunk holds
+ * no copy of its records (they are decoded in place in the ring); its item
+ * area is sized for the worst case (one item per 8-byte record) but
+ * malloc'd large buffers are untouched until used, so unused room costs
+ * address space only.
  */
 #include "chunk.h"
 
@@ -25,7 +26,6 @@ void chunk_pool__init(struct chunk_pool *p, unsigned max, size_t item_size)
 static void chunk_free(struct chunk *c)
 {
     if (c) {
-        free(c->words);
         free(c->items);
         free(c);
     }
@@ -38,9 +38,8 @@ static struct chunk *chunk_alloc(size_t item_size)
     if (!c) {
         return NULL;
     }
-    c->words = malloc(CHUNK_BYTES);
     c->items = item_size ? malloc(CHUNK_BYTES / 8 * item_size) : NULL;
-    if (!c->words || (item_size && !c->items)) {
+    if (item_size && !c->items) {
         chunk_free(c);
         return NULL;
     }
@@ -77,8 +76,12 @@ struct chunk *chunk_pool__get(struct chunk_pool *p)
     }
     c->qnext = NULL;
     c->ring = NULL;
-    c->start_pc = 0;
+    c->words = NULL;
+    c->at = 0;
     c->len = 0;
+    c->bad_at = 0;
+    c->bad_hdr = 0;
+    c->bad = 0;
     c->n_items = 0;
     memset(&c->counts, 0, sizeof(c->counts));
     memset(&c->ord, 0, sizeof(c->ord));

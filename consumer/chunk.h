@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /**
  * @file chunk.h
- * @brief A chunk (one ring's run of whole records plus the items made from
- *        them) and the bounded pool chunks come from.
+ * @brief A chunk (one ring's span of whole records, in place in the ring,
+ *        plus the items made from them) and the bounded pool chunks come from.
  *
  * A chunk travels reader thread -> work queue -> worker -> ordering stage ->
  * back to the pool; exactly one thread holds it at a time. The pool is the
@@ -19,17 +19,28 @@
 
 #include "order.h"
 #include "sluice/consumer.h"
+#include "sluice/record.h"
 
-/** Bytes of records per chunk at most (the reader splits at record boundaries). */
-#define CHUNK_BYTES (256u * 1024)
+/** Bytes of records per chunk at most (spans end at chunk boundaries, record.h). */
+#define CHUNK_BYTES SLUICE_CHUNK_BYTES
+
+/** Why a chunk's decode ended early (chunk.bad). */
+enum chunk_bad {
+    CHUNK_BAD_HEADER = 1,   /**< a header word that is no valid record */
+    CHUNK_BAD_CROSSING = 2, /**< a record that does not end inside the span */
+    CHUNK_BAD_LAPPED = 3,   /**< the producer overwrote the span while it was decoded */
+};
 
 struct chunk {
     struct order_entry ord;      /**< ordering link; ord.seq is the ring's chunk number */
     struct chunk *qnext;         /**< work queue / free list link */
     void *ring;                  /**< the session's ring state (opaque here) */
-    uint64_t start_pc;           /**< PC of the last EXEC before this chunk (for MEM pc 0) */
-    size_t len;                  /**< bytes of records in `words` (0: end-of-ring marker) */
-    uint64_t *words;             /**< CHUNK_BYTES of records, little-endian words */
+    const uint64_t *words;       /**< the span's records, in the ring's mapping (little-endian) */
+    uint64_t at;                 /**< the span's ring position (bytes since the ring began) */
+    size_t len;                  /**< bytes of records in `words` */
+    int bad;                     /**< 0, or a CHUNK_BAD_* reason the decode ended early */
+    uint64_t bad_at;             /**< ... at this ring position */
+    uint64_t bad_hdr;            /**< ... with this header word */
     uint8_t *items;              /**< items made by the worker, item_size bytes each */
     size_t n_items;              /**< items in `items` */
     struct sluice_counts counts; /**< counted by the worker */

@@ -2,15 +2,27 @@
 /*
  * decode.c — record decoding, on worker threads (see decode.h).
  *
- * This is the hot loop of the consumer: one pass over the words, no
- * allocation, no locks. Callbacks that are NULL cost one branch. Counting
- * never depends on callbacks, so `sluice stats` needs none.
+ * This is the hot loop of the consumer: one pass over the words, in place
+ * in the ring, no allocation, no locks. Callbacks that are NULL cost one
+ * branch. Counting never depends on callbacks, so `sluice stats` needs none.
+ *
+ * The words are shared with a producer that may be buggy or hostile and
+ * may even be writing them: each word is loaded once (a relaxed atomic
+ * load, so the compiler cannot load it twice), a record's length comes
+ * from its header as loaded, and a record that does not end inside the
+ * span is an error, never a read past it.
  */
 #include "decode.h"
 
 #include <endian.h>
 
 #include "sluice/record.h"
+
+/* Word @p i of the span, loaded once. */
+static inline uint64_t word(const uint64_t *w, size_t i)
+{
+    return le64toh(__atomic_load_n(&w[i], __ATOMIC_RELAXED));
+}
 
 /* Value mask for an access of @p size bytes (1..8). */
 static uint64_t size_mask(unsigned size)
@@ -48,73 +60,104 @@ static void run_flush(struct run *r, struct chunk *c, const struct sluice_callba
     r->n = 0;
 }
 
+/* Stop at the record at word @p i: invalid, or not ending inside the span. */
+static void bad_record(struct chunk *c, size_t i, uint64_t hdr, int why)
+{
+    c->bad = why;
+    c->bad_at = c->at + (uint64_t)i * 8;
+    c->bad_hdr = hdr;
+}
+
+/* The MEM record at @p w (header @p hdr, tag @p tag) as the consumer sees it. */
+static void mem_of(const uint64_t *w, uint64_t hdr, unsigned tag, struct sluice_mem *m)
+{
+    m->size = 1u << (tag & 7);
+    m->is_write = (tag & SLUICE_MEM_WRITE) != 0;
+    m->pc = sluice_rec_payload(hdr);
+    m->addr = word(w, 1);
+    m->value = word(w, 2) & size_mask(m->size);
+    m->value_hi = m->size == 16 ? word(w, 3) : 0;
+}
+
+/* A record other than EXEC; returns whether the callback made an item. */
+static int decode_other(struct chunk *c, const struct sluice_callbacks *cb,
+                        const struct sluice_thread_info *t, const uint64_t *w, uint64_t hdr,
+                        void *item)
+{
+    unsigned tag = sluice_rec_tag(hdr);
+    struct sluice_mem m;
+
+    if (sluice_tag_is_mem(tag)) {
+        mem_of(w, hdr, tag, &m);
+        if (m.is_write) {
+            c->counts.stores++;
+            return cb->write ? cb->write(cb->user, t, &m, item) : 0;
+        }
+        c->counts.loads++;
+        return cb->read ? cb->read(cb->user, t, &m, item) : 0;
+    }
+    if (tag == SLUICE_TAG_TEXT) {
+        /* The message stays in the ring; it is the callback's only for the call. */
+        return cb->message ? cb->message(cb->user, t, (const char *)&w[1],
+                                         (size_t)sluice_rec_payload(hdr), item)
+                           : 0;
+    }
+    if (tag == SLUICE_TAG_LOST) {
+        c->counts.lost += sluice_rec_payload(hdr);
+        return cb->lost ? cb->lost(cb->user, t, sluice_rec_payload(hdr), item) : 0;
+    }
+    return 0; /* PAD */
+}
+
 uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
                       const struct sluice_thread_info *t)
 {
     const uint64_t *w = c->words;
     size_t nw = c->len / 8, i = 0;
     size_t isz = cb->item_size;
-    uint64_t pc = c->start_pc, records = 0;
+    uint64_t records = 0;
     uint64_t scratch[4]; /* item target when item_size is 0: callbacks may still run */
     struct run run;      /* only used with cb->exec_batch */
 
     run.n = 0;
     while (i < nw) {
-        uint64_t hdr = le64toh(w[i]);
-        unsigned tag = sluice_rec_tag(hdr), len = sluice_rec_words(hdr);
-        void *item;
-        int made = 0;
+        uint64_t hdr = word(w, i);
+        unsigned tag = sluice_rec_tag(hdr), len;
+        int made;
 
-        if (len == 0 || i + len > nw) {
+        if (tag == SLUICE_TAG_EXEC) {
+            uint64_t pc = sluice_rec_payload(hdr);
+
+            c->counts.insns++;
+            records++;
+            i++;
+            if (cb->exec_batch) {
+                run.pcs[run.n++] = pc;
+                if (run.n == RUN_MAX) {
+                    run_flush(&run, c, cb, t, scratch);
+                }
+            } else if (cb->exec && cb->exec(cb->user, t, pc, next_item(c, isz, scratch)) && isz) {
+                c->n_items++;
+            }
+            continue;
+        }
+        len = sluice_rec_words(hdr);
+        if (len == 0 || len > nw - i) {
+            bad_record(c, i, hdr, len == 0 ? CHUNK_BAD_HEADER : CHUNK_BAD_CROSSING);
             break;
         }
-        if (tag == SLUICE_TAG_EXEC && cb->exec_batch) {
-            pc = sluice_rec_payload(hdr);
-            c->counts.insns++;
-            run.pcs[run.n++] = pc;
-            if (run.n == RUN_MAX) {
-                run_flush(&run, c, cb, t, scratch);
-            }
-            records++;
+        if (tag == SLUICE_TAG_PAD) {
             i += len;
             continue;
         }
-        if (cb->exec_batch && tag != SLUICE_TAG_PAD) {
+        if (cb->exec_batch) {
             run_flush(&run, c, cb, t, scratch); /* the run precedes this record */
         }
-        item = next_item(c, isz, scratch);
-        if (tag == SLUICE_TAG_EXEC) {
-            pc = sluice_rec_payload(hdr);
-            c->counts.insns++;
-            made = cb->exec ? cb->exec(cb->user, t, pc, item) : 0;
-        } else if (sluice_tag_is_mem(tag)) {
-            struct sluice_mem m;
-
-            m.size = 1u << (tag & 7);
-            m.is_write = (tag & SLUICE_MEM_WRITE) != 0;
-            m.pc = sluice_rec_payload(hdr) ? sluice_rec_payload(hdr) : pc;
-            m.addr = le64toh(w[i + 1]);
-            m.value = le64toh(w[i + 2]) & size_mask(m.size);
-            m.value_hi = m.size == 16 ? le64toh(w[i + 3]) : 0;
-            if (m.is_write) {
-                c->counts.stores++;
-                made = cb->write ? cb->write(cb->user, t, &m, item) : 0;
-            } else {
-                c->counts.loads++;
-                made = cb->read ? cb->read(cb->user, t, &m, item) : 0;
-            }
-        } else if (tag == SLUICE_TAG_TEXT) {
-            made = cb->message ? cb->message(cb->user, t, (const char *)&w[i + 1],
-                                             (size_t)sluice_rec_payload(hdr), item)
-                               : 0;
-        } else if (tag == SLUICE_TAG_LOST) {
-            c->counts.lost += sluice_rec_payload(hdr);
-            made = cb->lost ? cb->lost(cb->user, t, sluice_rec_payload(hdr), item) : 0;
-        }
+        made = decode_other(c, cb, t, &w[i], hdr, next_item(c, isz, scratch));
         if (made && isz) {
             c->n_items++;
         }
-        records += tag != SLUICE_TAG_PAD;
+        records++;
         i += len;
     }
     if (cb->exec_batch) {

@@ -3,12 +3,14 @@
  * ring_reader.c — the consumer's view of one ring (layout: sluice/record.h).
  *
  * Owns the mapping of one ring memfd and this consumer's tail in it. Runs on
- * the session's reader thread for that ring. The producer is another process
- * that may be buggy or hostile: every header field is validated once at open
- * and copied (data_size is never re-read), head is checked against the tail
- * before any byte is touched, and records are validated on a private copy,
- * never in place. Nothing here may crash on bad input or read outside the
- * mapping; errors go to r->err with the thread id and byte position.
+ * the session's reader thread for that ring, except ring_reader__release()
+ * and ring_reader__intact() (any thread). The producer is another process
+ * that may be buggy or hostile: every header field is validated once at
+ * open and copied (data_size is never re-read), and head is checked against
+ * our position before any span is taken. Spans are read in place by the
+ * decoder, which validates every record it reads (decode.c). Nothing here
+ * may crash on bad input or read outside the mapping; errors go to r->err
+ * with the thread id and byte position.
  */
 #include "ring_reader.h"
 
@@ -138,7 +140,7 @@ int ring_reader__open(struct ring_reader *r, int fd, uint64_t offset, unsigned s
         r->ino = (uint64_t)st.st_ino;
         r->offset = offset;
         r->slot = slot;
-        r->tail = __atomic_load_n(&r->hdr->consumer[slot].tail, __ATOMIC_ACQUIRE);
+        r->pos = __atomic_load_n(&r->hdr->consumer[slot].tail, __ATOMIC_ACQUIRE);
     }
     return err;
 }
@@ -174,11 +176,11 @@ int64_t ring_reader__salvage(struct ring_reader *r)
     /* Whole records only, never past a ring's worth beyond our tail. The
      * producer zeroed what it had not written (jitter/ring.c): a zero
      * header is where it stopped. */
-    while (pos + 8 - r->tail <= r->size) {
+    while (pos + 8 - r->pos <= r->size) {
         uint64_t hdr = le64toh(*(const volatile uint64_t *)(r->data + (pos & (r->size - 1))));
         unsigned len = sluice_rec_words(hdr);
 
-        if (len == 0 || pos + (uint64_t)len * 8 - r->tail > r->size) {
+        if (len == 0 || pos + (uint64_t)len * 8 - r->pos > r->size) {
             break;
         }
         pos += (uint64_t)len * 8;
@@ -191,21 +193,21 @@ int64_t ring_reader__avail(struct ring_reader *r)
 {
     uint64_t head = head_of(r);
 
-    if (head < r->tail) {
+    if (head < r->pos) {
         return fail(r, EPROTO, "ring of tid %" PRIu32 ": head %" PRIu64 " behind tail %" PRIu64,
-                    r->hdr->tid, head, r->tail);
+                    r->hdr->tid, head, r->pos);
     }
     if ((head & 7) != 0) {
         return fail(r, EPROTO, "ring of tid %" PRIu32 ": head %" PRIu64 " not 8-byte aligned",
                     r->hdr->tid, head);
     }
-    if (head - r->tail > r->size) {
+    if (head - r->pos > r->size) {
         return fail(r, EPROTO,
                     "ring of tid %" PRIu32 ": overrun, head %" PRIu64 " is %" PRIu64
                     " bytes past tail, ring holds %" PRIu64,
-                    r->hdr->tid, head, head - r->tail, r->size);
+                    r->hdr->tid, head, head - r->pos, r->size);
     }
-    return (int64_t)(head - r->tail);
+    return (int64_t)(head - r->pos);
 }
 
 int ring_reader__closed(const struct ring_reader *r)
@@ -214,93 +216,53 @@ int ring_reader__closed(const struct ring_reader *r)
     return (__atomic_load_n(&r->hdr->flags, __ATOMIC_ACQUIRE) & SLUICE_RING_CLOSED) != 0;
 }
 
-/* Give @p bytes back to the producer and wake it if it waits for space. */
-static void consume(struct ring_reader *r, uint64_t bytes)
+ssize_t ring_reader__take(struct ring_reader *r, const uint64_t **words, uint64_t *at)
+{
+    int64_t avail = ring_reader__avail(r);
+    uint64_t room = SLUICE_CHUNK_BYTES - (r->pos & (SLUICE_CHUNK_BYTES - 1));
+    uint64_t n;
+
+    if (avail <= 0) {
+        return avail;
+    }
+    /* Head and chunk boundaries are record boundaries (record.h): no walk. */
+    n = (uint64_t)avail < room ? (uint64_t)avail : room;
+    /* The data area is mapped twice, so n <= size bytes are contiguous. */
+    *words = (const uint64_t *)(r->data + (r->pos & (r->size - 1)));
+    *at = r->pos;
+    r->pos += n;
+    return (ssize_t)n;
+}
+
+int ring_reader__intact(const struct ring_reader *r, uint64_t at)
+{
+    uint64_t head;
+
+    /* The span's loads come before this load of head. Salvaged bytes past
+     * head are a dead producer's: nothing overwrites them. */
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    head = __atomic_load_n(&r->hdr->head, __ATOMIC_ACQUIRE);
+    return head <= at || head - at <= r->size;
+}
+
+void ring_reader__release(struct ring_reader *r, uint64_t end)
 {
     struct sluice_ring_consumer *c = &r->hdr->consumer[r->slot];
+    uint64_t old = __atomic_load_n(&c->tail, __ATOMIC_RELAXED);
 
-    r->tail += bytes;
-    /* Release pairs with the producer's acquire load of our tail: our copy of
-     * the data is complete before the producer may overwrite it. */
-    __atomic_store_n(&c->tail, r->tail, __ATOMIC_RELEASE);
-    __atomic_fetch_add(&c->tail_futex, 1, __ATOMIC_RELEASE);
-    futex(&c->tail_futex, FUTEX_WAKE, INT_MAX, NULL);
-}
-
-/*
- * Walk the copied records @p w (@p nw words, @p avail bytes published from
- * the copy's start). Returns the words of whole records that fit, 0 with
- * *skip set for a leading PAD longer than the copy, or -EPROTO.
- */
-static ssize_t walk(struct ring_reader *r, const uint64_t *w, size_t nw, uint64_t avail,
-                    uint64_t *last_pc, uint64_t *skip)
-{
-    uint64_t pc = *last_pc;
-    size_t i = 0;
-
-    while (i < nw) {
-        uint64_t hdr = le64toh(w[i]);
-        unsigned len = sluice_rec_words(hdr);
-
-        if (len == 0) {
-            return fail(r, EPROTO,
-                        "ring of tid %" PRIu32 ": invalid record header 0x%016" PRIx64
-                        " at position %" PRIu64,
-                        r->hdr->tid, hdr, r->tail + i * 8);
+    /* Monotonic whoever calls (the ordering thread in order, the reader
+     * thread when it discards): the tail never moves back. Sequentially
+     * consistent, paired with the producer's producer_waiting flag
+     * (jitter/ring.c): either it sees our tail or we see it waiting. */
+    do {
+        if (end <= old) {
+            return;
         }
-        if (i + len > nw) {
-            if ((i + len) * 8 > avail) {
-                return fail(r, EPROTO,
-                            "ring of tid %" PRIu32 ": record at position %" PRIu64
-                            " (%u words) crosses head %" PRIu64,
-                            r->hdr->tid, r->tail + i * 8, len, r->tail + avail);
-            }
-            if (i == 0) {
-                *skip = (uint64_t)len * 8; /* only a PAD can be longer than cap */
-            }
-            break;
-        }
-        if (sluice_rec_tag(hdr) == SLUICE_TAG_EXEC) {
-            pc = sluice_rec_payload(hdr);
-        }
-        i += len;
-    }
-    *last_pc = pc;
-    return (ssize_t)i;
-}
-
-ssize_t ring_reader__read(struct ring_reader *r, void *buf, size_t cap, uint64_t *last_pc)
-{
-    if (cap < 32) {
-        return fail(r, EINVAL, "ring: read capacity %zu < 32 bytes", cap);
-    }
-    for (;;) {
-        int64_t avail = ring_reader__avail(r);
-        uint64_t n, skip = 0;
-        ssize_t words;
-
-        if (avail <= 0) {
-            return avail;
-        }
-        n = ((uint64_t)avail < cap ? (uint64_t)avail : cap) & ~7ull;
-        /* The data area is mapped twice, so n <= size bytes are contiguous. */
-        memcpy(buf, r->data + (r->tail & (r->size - 1)), n);
-        /* A lossy producer may have lapped us while we copied: check head
-         * again after the copy (acquire fence: the copy's loads come first). */
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (ring_reader__avail(r) < 0) {
-            return -EPROTO;
-        }
-        words = walk(r, buf, n / 8, (uint64_t)avail, last_pc, &skip);
-        if (words < 0) {
-            return words;
-        }
-        if (words == 0) {
-            consume(r, skip); /* a PAD bigger than cap: nothing to copy */
-            continue;
-        }
-        consume(r, (uint64_t)words * 8);
-        return words * 8;
+    } while (
+        !__atomic_compare_exchange_n(&c->tail, &old, end, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+    if (__atomic_load_n(&c->producer_waiting, __ATOMIC_SEQ_CST)) {
+        __atomic_fetch_add(&c->tail_futex, 1, __ATOMIC_RELEASE);
+        futex(&c->tail_futex, FUTEX_WAKE, INT_MAX, NULL);
     }
 }
 
@@ -308,9 +270,10 @@ void ring_reader__discard(struct ring_reader *r)
 {
     uint64_t head = head_of(r);
 
-    if (head > r->tail) {
-        consume(r, head - r->tail);
+    if (head > r->pos) {
+        r->pos = head;
     }
+    ring_reader__release(r, r->pos);
 }
 
 void ring_reader__wake(struct ring_reader *r)
@@ -331,7 +294,7 @@ int ring_reader__wait(struct ring_reader *r, int timeout_ms)
      * sees us and wakes the futex, or we see its new head here. */
     __atomic_fetch_add(&h->consumers_waiting, 1, __ATOMIC_SEQ_CST);
     seen = __atomic_load_n(&h->head_futex, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&h->head, __ATOMIC_SEQ_CST) == r->tail && !ring_reader__closed(r)) {
+    if (__atomic_load_n(&h->head, __ATOMIC_SEQ_CST) == r->pos && !ring_reader__closed(r)) {
         futex(&h->head_futex, FUTEX_WAIT, seen, &ts);
     }
     __atomic_fetch_sub(&h->consumers_waiting, 1, __ATOMIC_SEQ_CST);

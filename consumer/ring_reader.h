@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /**
  * @file ring_reader.h
- * @brief Consumer side of one ring: map it, validate it, copy records out.
+ * @brief Consumer side of one ring: map it, validate it, cut the published
+ *        records into spans that are decoded in place, give them back.
  *
- * A ring_reader belongs to one thread at a time (the session's reader thread
- * for that ring); none of its functions are thread-safe on the same reader.
- * The producer (jitter/ring.c) runs concurrently in another process; every
- * value read from the shared header is checked before use, so a corrupt or
- * hostile ring yields an error message, never an out-of-bounds access.
+ * A ring_reader belongs to one thread (the session's reader thread for that
+ * ring), except ring_reader__release() and ring_reader__intact(), which any
+ * thread may call. The producer (jitter/ring.c) runs concurrently in another
+ * process; every value read from the shared header is checked before use,
+ * so a corrupt or hostile ring yields an error message, never an
+ * out-of-bounds access.
  */
 #ifndef SLUICE_RING_READER_H
 #define SLUICE_RING_READER_H
@@ -23,7 +25,7 @@ struct ring_reader {
     struct sluice_ring_hdr *hdr; /**< shared header page */
     const uint8_t *data;         /**< data area, mapped twice back to back */
     uint64_t size;               /**< data_size in bytes, a power of two */
-    uint64_t tail;               /**< bytes consumed (our copy of the slot's tail) */
+    uint64_t pos;                /**< reader thread: end of the spans taken (a position) */
     unsigned slot;               /**< consumer slot index in hdr->consumer[] */
     void *map;                   /**< whole reservation, for munmap */
     size_t map_len;              /**< bytes of the reservation */
@@ -73,23 +75,40 @@ int64_t ring_reader__avail(struct ring_reader *r);
 int ring_reader__closed(const struct ring_reader *r);
 
 /**
- * Copy the next run of whole records into @p buf and consume them (the
- * tail is released at once, so the producer never waits on our analysis).
- * Copies at most @p cap bytes, ending on a record boundary; PAD records
- * that do not fit are skipped without copying.
- * @param[out]   buf     destination, 8-byte aligned, @p cap bytes
- * @param        cap     capacity in bytes, >= 32 (the largest non-PAD record)
- * @param[in,out] last_pc PC of the last EXEC record before the copied run;
- *                       updated to the last one inside it
- * @return bytes copied (0: nothing published); -EPROTO for an invalid record
- *         header (r->err gives tid and byte position), a record crossing
- *         head, or an overrun (see ring_reader__avail()).
+ * Take the next span of published records, without copying or reading it:
+ * from the reader's position to head or to the next chunk boundary
+ * (SLUICE_CHUNK_BYTES, record.h), whichever comes first, so at most
+ * SLUICE_CHUNK_BYTES bytes. Both ends are record boundaries if the
+ * producer keeps record.h's rule; the decoder checks that it did. The span
+ * stays the consumer's (the producer does not reuse it) until released.
+ * @param[out] words the span's first word, in the mapping (contiguous: the
+ *                   data area is mapped twice)
+ * @param[out] at    the span's position (bytes since the ring began)
+ * @return bytes in the span (0: nothing published), or -EPROTO as
+ *         ring_reader__avail().
  */
-ssize_t ring_reader__read(struct ring_reader *r, void *buf, size_t cap, uint64_t *last_pc);
+ssize_t ring_reader__take(struct ring_reader *r, const uint64_t **words, uint64_t *at);
 
 /**
- * Consume everything published without reading it (after an error, so a
- * lossless producer is never left waiting on a reader that gave up).
+ * Whether the span taken at position @p at still holds what the producer
+ * wrote: false if a producer that does not wait for us (lossy, or broken)
+ * has lapped it, and then what was decoded from it is garbage. Call after
+ * decoding (the check follows the decoder's loads). Any thread.
+ */
+int ring_reader__intact(const struct ring_reader *r, uint64_t at);
+
+/**
+ * Give the producer back every byte before position @p end (the end of a
+ * span taken, spans released in order). Never moves the tail back, so
+ * calls from two threads are safe. Wakes the producer only if it sleeps
+ * waiting for room (its producer_waiting flag). Any thread.
+ */
+void ring_reader__release(struct ring_reader *r, uint64_t end);
+
+/**
+ * Take and release everything published without reading it (after an
+ * error, so a lossless producer is never left waiting on a reader that
+ * gave up).
  */
 void ring_reader__discard(struct ring_reader *r);
 

@@ -5,11 +5,13 @@
  * ordering stage.
  *
  * Threads: sluice_session__run() runs on the caller's thread and reads the
- * control socket; each ring gets a reader thread (ring_thread) that copies
- * chunks out and releases the ring at once; workers decode (decode.c); one
- * ordering thread calls `thread` and `trace` (order.c). The reader threads
- * must never wait on analysis except through the bounded chunk pool, and no
- * user callback is ever called with a session lock held.
+ * control socket; each ring gets a reader thread (ring_thread) that cuts the
+ * published records into spans (chunks) without reading them; workers
+ * decode them in place (decode.c); one ordering thread gives each span back
+ * to the producer, in order, and calls `thread` and `trace` (order.c). The
+ * reader threads must never wait on analysis except through the bounded
+ * chunk pool (which also bounds the ring bytes held), and no user callback
+ * is ever called with a session lock held.
  */
 #include "sluice/consumer.h"
 
@@ -53,7 +55,9 @@ struct ring_state {
     char arch[16];
     char comm[16];
     uint64_t seq;                /* reader thread: next chunk number */
-    uint64_t last_pc;            /* reader thread: last EXEC PC, carried across chunks */
+    int failed;                  /* atomic: a worker found a bad span; the reader stops */
+    int stopped;                 /* ordering thread: a bad span was reached; deliver no more */
+    uint64_t released;           /* atomic, ordering thread: end of the spans given back */
     struct sluice_counts counts; /* ordering thread adds; read after it stopped */
     uint64_t hdr_lost;           /* hdr->lost once the ring is drained */
     int64_t salvaged;            /* reader thread: -1, or bytes recovered from a dead producer */
@@ -148,6 +152,32 @@ static void on_start(void *ctx, struct order_ring *o)
     }
 }
 
+/*
+ * A span the decoder refused (c->bad), or one a lapping producer overwrote
+ * while it was decoded (then nothing decoded from it is delivered). Stream
+ * order: a later span of the same ring may fail first in another worker
+ * (one that starts in the middle of the bad record), and only the first is
+ * the error to report.
+ */
+static void report_bad_span(struct sluice_session *s, struct ring_state *r, const struct chunk *c)
+{
+    unsigned long long at = c->bad_at, end = c->at + c->len;
+
+    if (c->bad == CHUNK_BAD_LAPPED) {
+        set_error(s, -EPROTO,
+                  "ring of tid %u: overrun, the producer overwrote position %llu while it was read",
+                  r->info.tid, (unsigned long long)c->at);
+    } else if (c->bad == CHUNK_BAD_HEADER) {
+        set_error(s, -EPROTO, "ring of tid %u: invalid record header 0x%016llx at position %llu",
+                  r->info.tid, (unsigned long long)c->bad_hdr, at);
+    } else {
+        set_error(s, -EPROTO,
+                  "ring of tid %u: record at position %llu (%u words) crosses the end of its "
+                  "span at %llu (head or a chunk boundary)",
+                  r->info.tid, at, sluice_rec_words(c->bad_hdr), end);
+    }
+}
+
 static void on_deliver(void *ctx, struct order_entry *e)
 {
     struct sluice_session *s = ctx;
@@ -159,13 +189,20 @@ static void on_deliver(void *ctx, struct order_entry *e)
         return; /* on_end follows */
     }
     c = container_of(e, struct chunk, ord);
-    r->counts.insns += c->counts.insns;
-    r->counts.loads += c->counts.loads;
-    r->counts.stores += c->counts.stores;
-    r->counts.lost += c->counts.lost;
-    if (s->cb.trace) {
-        for (i = 0; i < c->n_items; i++) {
+    /* In order: the producer may reuse the span (the items are copies). */
+    ring_reader__release(&r->rd, c->at + c->len);
+    __atomic_store_n(&r->released, c->at + c->len, __ATOMIC_RELEASE);
+    if (!r->stopped) {
+        r->counts.insns += c->counts.insns;
+        r->counts.loads += c->counts.loads;
+        r->counts.stores += c->counts.stores;
+        r->counts.lost += c->counts.lost;
+        for (i = 0; s->cb.trace && i < c->n_items; i++) {
             s->cb.trace(s->cb.user, &r->info, c->items + i * s->cb.item_size);
+        }
+        if (c->bad) {
+            report_bad_span(s, r, c);
+            r->stopped = 1; /* what follows a bad record is not this thread's trace */
         }
     }
     chunk_pool__put(&s->pool, c);
@@ -189,6 +226,15 @@ static void work(void *ctx, struct chunk *c)
     struct ring_state *r = c->ring;
     uint64_t n = decode_chunk(c, &s->cb, &r->info);
 
+    if (!ring_reader__intact(&r->rd, c->at)) {
+        c->bad = CHUNK_BAD_LAPPED;
+        n = 0;
+        c->n_items = 0;
+        memset(&c->counts, 0, sizeof(c->counts));
+    }
+    if (c->bad) {
+        __atomic_store_n(&r->failed, 1, __ATOMIC_RELAXED); /* the reader stops taking spans */
+    }
     __atomic_fetch_add(&s->events, n, __ATOMIC_RELAXED);
     order__push(&s->ord, &c->ord);
 }
@@ -202,10 +248,15 @@ static int ring_ended(struct ring_state *r)
     return ring_reader__closed(&r->rd) || __atomic_load_n(&r->s->eof, __ATOMIC_ACQUIRE);
 }
 
-/* After an error: keep releasing the ring until it ends, so a lossless
- * producer is never blocked by a reader that gave up on it. */
+/* After an error: once every span taken is out of the workers' hands (the
+ * producer must not overwrite a span being decoded), keep releasing the
+ * ring until it ends, so a lossless producer is never blocked by a reader
+ * that gave up on it. */
 static void discard_until_end(struct ring_state *r)
 {
+    while (__atomic_load_n(&r->released, __ATOMIC_ACQUIRE) < r->rd.pos) {
+        usleep(1000);
+    }
     while (!ring_ended(r)) {
         ring_reader__discard(&r->rd);
         ring_reader__wait(&r->rd, WAIT_MS);
@@ -213,7 +264,7 @@ static void discard_until_end(struct ring_state *r)
     ring_reader__discard(&r->rd);
 }
 
-/* Copy one chunk out and queue it. Returns 0 or a negative errno. */
+/* Take one span and queue it as a chunk. Returns 0 or a negative errno. */
 static int read_chunk(struct ring_state *r)
 {
     struct sluice_session *s = r->s;
@@ -223,8 +274,7 @@ static int read_chunk(struct ring_state *r)
     if (!c) {
         return set_error(s, -ENOMEM, "out of memory for chunks");
     }
-    c->start_pc = r->last_pc;
-    n = ring_reader__read(&r->rd, c->words, CHUNK_BYTES, &r->last_pc);
+    n = ring_reader__take(&r->rd, &c->words, &c->at);
     if (n <= 0) {
         chunk_pool__put(&s->pool, c);
         return n < 0 ? set_error(s, (int)n, "%s", r->rd.err) : 0;
@@ -244,7 +294,8 @@ static void *ring_thread(void *arg)
     for (;;) {
         int64_t avail = ring_reader__avail(&r->rd);
 
-        if (avail < 0 || (avail > 0 && read_chunk(r) < 0)) {
+        if (avail < 0 || (avail > 0 && read_chunk(r) < 0) ||
+            __atomic_load_n(&r->failed, __ATOMIC_RELAXED)) {
             if (avail < 0) {
                 set_error(r->s, -EPROTO, "%s", r->rd.err);
             }
@@ -348,6 +399,7 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
         return;
     }
     r->salvaged = -1;
+    r->released = r->rd.pos; /* nothing taken yet */
     r->s = s;
     copy_name(r->arch, r->rd.hdr->arch, sizeof(r->arch));
     copy_name(r->comm, r->rd.hdr->comm, sizeof(r->comm));

@@ -30,8 +30,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Producer publishes at least this often (bytes), so consumers work in parallel. */
-#define CHUNK_BYTES (256u * 1024)
+/* Grants end at the next chunk boundary (record.h), so we publish at least
+ * this often (bytes) and consumers work on chunks in parallel. */
+#define CHUNK_BYTES SLUICE_CHUNK_BYTES
 
 static long futex(uint32_t *uaddr, int op, uint32_t val, const struct timespec *ts)
 {
@@ -113,7 +114,7 @@ struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq
     r->slot = slot;
     /* A new range of the arena reads as zero: no need to clear it. */
     slot->cursor = (uint64_t *)r->data;
-    slot->limit = (uint64_t *)(r->data + CHUNK_BYTES - 8);
+    slot->limit = (uint64_t *)(r->data + CHUNK_BYTES - 8); /* up to the first boundary */
     slot->ring = r;
     return r;
 }
@@ -214,7 +215,12 @@ static uint64_t free_bytes(const struct ring *r, int *waiting_for)
     return r->size - used;
 }
 
-/* Sleep until consumer @p i moves its tail or leaves (bounded, so we re-check). */
+/*
+ * Sleep until consumer @p i moves its tail or leaves (bounded, so we
+ * re-check). The consumer wakes us only while producer_waiting is set: we
+ * set it, then read its tail; it stores its tail, then reads the flag (both
+ * sequentially consistent), so one of us sees the other.
+ */
 static void wait_for_consumer(struct ring *r, unsigned i, uint64_t need)
 {
     struct sluice_ring_consumer *c = &r->hdr->consumer[i];
@@ -222,10 +228,45 @@ static void wait_for_consumer(struct ring *r, unsigned i, uint64_t need)
     struct timespec ts = {0, 50 * 1000 * 1000};
     int w;
 
-    if (free_bytes(r, &w) >= need) {
-        return;
+    __atomic_store_n(&c->producer_waiting, 1, __ATOMIC_SEQ_CST);
+    if (free_bytes(r, &w) < need) {
+        futex(&c->tail_futex, FUTEX_WAIT, seen, &ts);
     }
-    futex(&c->tail_futex, FUTEX_WAIT, seen, &ts);
+    __atomic_store_n(&c->producer_waiting, 0, __ATOMIC_RELAXED);
+}
+
+/* Wait until @p need bytes are free; returns how many are (the whole ring
+ * when no lossless consumer holds any: then we never block). */
+static uint64_t wait_free(struct ring *r, uint64_t need)
+{
+    uint64_t avail;
+    int w;
+
+    for (;;) {
+        avail = free_bytes(r, &w);
+        if (w < 0) {
+            return r->size;
+        }
+        if (avail >= need) {
+            return avail;
+        }
+        wait_for_consumer(r, (unsigned)w, need);
+    }
+}
+
+/*
+ * The next @p need bytes would cross a chunk boundary: fill the @p room
+ * bytes up to it with one PAD record (its header word is the one zeroed
+ * word at the cursor; the rest is skipped unread) and publish, so the
+ * boundary is a record boundary (record.h).
+ */
+static void pad_to_boundary(struct ring *r, uint64_t room, uint64_t need)
+{
+    wait_free(r, room + need);
+    *(volatile uint64_t *)r->slot->cursor =
+        ((uint64_t)SLUICE_TAG_PAD << SLUICE_TAG_SHIFT) | (room / 8);
+    r->slot->cursor += room / 8;
+    ring_publish(r);
 }
 
 /*
@@ -244,26 +285,21 @@ static void clear_ahead(struct ring *r, uint64_t bytes)
 
 void ring_reserve(struct ring *r, uint64_t need)
 {
-    uint64_t avail;
-    int w;
+    uint64_t avail, room;
 
     while (__atomic_load_n(&r->final, __ATOMIC_ACQUIRE)) {
         pause(); /* the process is exiting: wait here to be ended with it */
     }
     ring_publish(r);
-    need += 8; /* the zero word after the last record */
-    for (;;) {
-        avail = free_bytes(r, &w);
-        if (avail >= need || w < 0) {
-            break;
-        }
-        wait_for_consumer(r, (unsigned)w, need);
+    need += 8;                                          /* the zero word after the last record */
+    room = CHUNK_BYTES - (r->head & (CHUNK_BYTES - 1)); /* to the next boundary, > 0 */
+    if (need > room) {
+        pad_to_boundary(r, room, need);
+        room = CHUNK_BYTES;
     }
-    if (w < 0) {
-        avail = r->size; /* no lossless consumer: never block, overwrite */
-    }
-    if (avail > CHUNK_BYTES && need <= CHUNK_BYTES) {
-        avail = CHUNK_BYTES;
+    avail = wait_free(r, need);
+    if (avail > room) {
+        avail = room; /* a grant never crosses a boundary */
     }
     clear_ahead(r, avail);
     r->slot->limit = (uint64_t *)((uint8_t *)r->slot->cursor + avail - 8);

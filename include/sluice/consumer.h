@@ -73,6 +73,9 @@ struct sluice_callbacks {
      * Worker thread: a message from the filter's bpf_trace_printk, made
      * while QEMU lifted code on thread @p t (so it precedes that code's
      * records): @p len bytes at @p text, not NUL-terminated, at most 1024.
+     * @p text points into the shared ring, valid during the call only, and
+     * a misbehaving producer could change it meanwhile: copy it before
+     * parsing it.
      */
     int (*message)(void *user, const struct sluice_thread_info *t, const char *text, size_t len,
                    void *item);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /**
  * @file record.h
- * @brief sluice trace records and the shared ring layout (format version 2).
+ * @brief sluice trace records and the shared ring layout (format version 3).
  *
  * This header is shared by the QEMU patch (which emits records inline), the
  * jitter (which owns the rings) and the consumer library (which reads them).
@@ -31,8 +31,9 @@
  * sees in a register); the upper bytes are unspecified and the consumer
  * library masks them. Records made by QEMU helpers (atomics under
  * CF_PARALLEL, target helpers such as SVE or fxsave) carry their
- * instruction's PC like inline ones. A MEM record with PC 0 belongs to the
- * instruction of the preceding EXEC record (format 1 helpers wrote those).
+ * instruction's PC like inline ones. (Format 1 wrote PC 0 for "the
+ * preceding EXEC record's"; since format 3 a MEM record's PC is always its
+ * instruction's, 0 included.)
  *
  * With a filter, any record may be absent: an instruction's MEM records
  * need not follow an EXEC record of the same PC.
@@ -58,6 +59,15 @@
  *
  * Positions (`head`, `tail`) are byte counts since the ring was created; they
  * never wrap; the byte at position p lives at data + (p & (data_size - 1)).
+ *
+ * Chunk boundaries (format 3): every position that is a multiple of
+ * SLUICE_CHUNK_BYTES is a record boundary. A producer whose next records
+ * would cross one first fills the bytes up to it with one PAD record.
+ * Every published head is a record boundary too. So a consumer cuts the
+ * stream into spans [tail, min(head, next boundary)) of whole records
+ * without reading them, and decodes each span once, in place. A producer
+ * that breaks this rule is caught by the decoder (a record crossing its
+ * span's end), never by an out-of-bounds read.
  */
 #ifndef SLUICE_RECORD_H
 #define SLUICE_RECORD_H
@@ -65,7 +75,7 @@
 #include <stdint.h>
 
 /** Format version of records and ring header; bumped on any change. */
-#define SLUICE_FORMAT_VERSION 2u
+#define SLUICE_FORMAT_VERSION 3u
 /** `magic` of a ring header: "SLUICERG" as little-endian bytes. */
 #define SLUICE_RING_MAGIC 0x4752454349554c53ull
 
@@ -110,7 +120,7 @@ static inline unsigned sluice_mem_tag(unsigned log2_size, int is_write)
     return SLUICE_TAG_MEM | (is_write ? SLUICE_MEM_WRITE : 0) | (log2_size & 7);
 }
 
-/** Header word of a MEM record: see sluice_mem_tag(); @p pc 0 = helper made. */
+/** Header word of a MEM record: see sluice_mem_tag(); @p pc is its instruction's. */
 static inline uint64_t sluice_mem_hdr(uint64_t pc, unsigned log2_size, int is_write)
 {
     return ((uint64_t)sluice_mem_tag(log2_size, is_write) << SLUICE_TAG_SHIFT) |
@@ -157,6 +167,9 @@ static inline unsigned sluice_rec_words(uint64_t hdr)
     return 0;
 }
 
+/** Positions that are multiples of this are record boundaries (see above). */
+#define SLUICE_CHUNK_BYTES (256u * 1024)
+
 /** Bytes of the ring header; the data area starts at this file offset. */
 #define SLUICE_RING_HDR_BYTES 4096u
 /** Consumer slots per ring (one consumer per slot). */
@@ -168,13 +181,19 @@ static inline unsigned sluice_rec_words(uint64_t hdr)
 struct sluice_ring_consumer {
     /** Bytes consumed (position); written by the consumer, clamped by the producer. */
     uint64_t tail;
-    /** Futex word the producer waits on when full; the consumer bumps it and wakes. */
+    /** Futex word the producer waits on when full; the consumer bumps it and wakes it. */
     uint32_t tail_futex;
     /** 1 while the slot is in use. */
     uint32_t active;
     /** 1: lossless (the producer waits for this consumer); 0: lossy. */
     uint32_t lossless;
-    uint32_t pad_[11];
+    /**
+     * Written by the producer: 1 while it sleeps on tail_futex. The
+     * consumer stores its tail, then reads this (both sequentially
+     * consistent) and wakes the futex only when it is set.
+     */
+    uint32_t producer_waiting;
+    uint32_t pad_[10];
 };
 
 /**

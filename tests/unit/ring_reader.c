@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * ring_reader.c — unit tests of consumer/ring_reader.c against rings built
- * by test_producer.c: header validation, wrap-around, a full ring, chunk
- * splitting at record boundaries, invalid records, and a producer thread
- * streaming known records through a small lossless ring.
+ * by test_producer.c: header validation, wrap-around, a full ring, spans
+ * cut at head and at chunk boundaries, in-order release and waking the
+ * producer only when it waits, and a producer thread streaming known
+ * records through a small lossless ring. (Invalid records are the
+ * decoder's to find: tests/unit/decode.c.)
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -41,7 +43,7 @@ Test(ring_reader, opens_a_valid_ring)
     cr_assert_eq(test_ring__create(&t, 2 * PAGE, 42, 0), 0);
     cr_assert_eq(open_reader(&r, &t), 0, "%s", r.err);
     cr_assert_eq(r.size, 2 * PAGE);
-    cr_assert_eq(r.tail, 0);
+    cr_assert_eq(r.pos, 0);
     cr_assert_eq(r.hdr->tid, 42);
     cr_assert_eq(ring_reader__avail(&r), 0);
     cr_assert_eq(ring_reader__closed(&r), 0);
@@ -147,15 +149,16 @@ Test(ring_reader, head_more_than_size_ahead_is_an_overrun)
 {
     struct test_ring t;
     struct ring_reader r;
-    uint64_t buf[8], pc = 0;
+    const uint64_t *w;
+    uint64_t at;
 
     cr_assert_eq(test_ring__create(&t, PAGE, 7, 0), 0);
     cr_assert_eq(open_reader(&r, &t), 0);
     t.hdr->head = PAGE + 8;
     cr_assert_eq(ring_reader__avail(&r), -EPROTO);
     cr_assert(strstr(r.err, "overrun") && strstr(r.err, "tid 7"), "%s", r.err);
-    cr_assert_eq(ring_reader__read(&r, buf, sizeof(buf), &pc), -EPROTO);
-    cr_assert_eq(r.tail, 0, "nothing consumed");
+    cr_assert_eq(ring_reader__take(&r, &w, &at), -EPROTO);
+    cr_assert_eq(r.pos, 0, "nothing taken");
     t.hdr->head = 4; /* unaligned */
     cr_assert_eq(ring_reader__avail(&r), -EPROTO);
     ring_reader__close(&r);
@@ -176,42 +179,64 @@ Test(ring_reader, head_behind_tail_is_an_error)
     test_ring__destroy(&t);
 }
 
-Test(ring_reader, record_straddling_the_end_reads_whole)
+Test(ring_reader, record_straddling_the_end_is_taken_whole_in_place)
 {
     struct test_ring t;
     struct ring_reader r;
-    uint64_t buf[16], pc = 0;
+    const uint64_t *w;
+    uint64_t at, e = sluice_exec_hdr(0x1004);
     uint64_t start = 3 * PAGE - 16; /* position 3*4096-16: the data area ends 16 bytes on */
 
     cr_assert_eq(test_ring__create(&t, PAGE, 9, start), 0);
     cr_assert_eq(open_reader(&r, &t), 0);
-    cr_assert_eq(r.tail, start);
+    cr_assert_eq(r.pos, start);
     test_ring__append(&t, mem_rec(0x1000, 0xdead0, 0x11223344), 3); /* 24 bytes: 16 + 8 */
-    {
-        uint64_t e = sluice_exec_hdr(0x1004);
-        test_ring__append(&t, &e, 1);
-    }
+    test_ring__append(&t, &e, 1);
     test_ring__publish(&t);
     cr_assert_eq(ring_reader__avail(&r), 32);
-    cr_assert_eq(ring_reader__read(&r, buf, sizeof(buf), &pc), 32);
-    cr_assert_eq(buf[0], sluice_mem_hdr(0x1000, 2, 0));
-    cr_assert_eq(buf[1], 0xdead0);
-    cr_assert_eq(buf[2], 0x11223344);
-    cr_assert_eq(buf[3], sluice_exec_hdr(0x1004));
-    cr_assert_eq(pc, 0x1004);
-    cr_assert_eq(r.tail, start + 32);
+    cr_assert_eq(ring_reader__take(&r, &w, &at), 32);
+    cr_assert_eq(at, start);
+    cr_assert_eq((const uint8_t *)w, r.data + (start & (PAGE - 1)), "in place, not copied");
+    cr_assert_eq(w[0], sluice_mem_hdr(0x1000, 2, 0));
+    cr_assert_eq(w[1], 0xdead0);
+    cr_assert_eq(w[2], 0x11223344, "contiguous past the end of the data area");
+    cr_assert_eq(w[3], sluice_exec_hdr(0x1004));
+    cr_assert_eq(r.pos, start + 32);
+    cr_assert_eq(ring_reader__avail(&r), 0);
+    cr_assert_eq(t.hdr->consumer[0].tail, start, "taken is not released");
+    ring_reader__release(&r, at + 32);
     cr_assert_eq(t.hdr->consumer[0].tail, start + 32, "tail released to the producer");
-    cr_assert_eq(t.hdr->consumer[0].tail_futex, 1, "tail futex bumped");
+    cr_assert_eq(t.hdr->consumer[0].tail_futex, 0, "no wake: the producer was not waiting");
     ring_reader__close(&r);
     test_ring__destroy(&t);
 }
 
-Test(ring_reader, full_ring_reads_all)
+Test(ring_reader, release_wakes_only_a_waiting_producer_and_never_moves_back)
 {
     struct test_ring t;
     struct ring_reader r;
-    static uint64_t buf[PAGE / 8];
-    uint64_t pc = 0;
+
+    cr_assert_eq(test_ring__create(&t, PAGE, 9, 0), 0);
+    cr_assert_eq(open_reader(&r, &t), 0);
+    ring_reader__release(&r, 64);
+    cr_assert_eq(t.hdr->consumer[0].tail_futex, 0);
+    t.hdr->consumer[0].producer_waiting = 1;
+    ring_reader__release(&r, 128);
+    cr_assert_eq(t.hdr->consumer[0].tail, 128);
+    cr_assert_eq(t.hdr->consumer[0].tail_futex, 1, "bumped and woken");
+    ring_reader__release(&r, 96);
+    cr_assert_eq(t.hdr->consumer[0].tail, 128, "an older release does not move it back");
+    cr_assert_eq(t.hdr->consumer[0].tail_futex, 1);
+    ring_reader__close(&r);
+    test_ring__destroy(&t);
+}
+
+Test(ring_reader, full_ring_is_one_span)
+{
+    struct test_ring t;
+    struct ring_reader r;
+    const uint64_t *w;
+    uint64_t at;
     unsigned i;
 
     cr_assert_eq(test_ring__create(&t, PAGE, 9, 100 * 8), 0);
@@ -222,97 +247,71 @@ Test(ring_reader, full_ring_reads_all)
     }
     test_ring__publish(&t);
     cr_assert_eq(ring_reader__avail(&r), PAGE, "exactly full");
-    cr_assert_eq(ring_reader__read(&r, buf, sizeof(buf), &pc), PAGE);
+    cr_assert_eq(ring_reader__take(&r, &w, &at), PAGE);
     for (i = 0; i < PAGE / 8; i++) {
-        cr_assert_eq(buf[i], sluice_exec_hdr(0x400000 + i), "record %u", i);
+        cr_assert_eq(w[i], sluice_exec_hdr(0x400000 + i), "record %u", i);
     }
-    cr_assert_eq(pc, 0x400000 + PAGE / 8 - 1);
     cr_assert_eq(ring_reader__avail(&r), 0);
     ring_reader__close(&r);
     test_ring__destroy(&t);
 }
 
-Test(ring_reader, chunks_end_on_record_boundaries)
+Test(ring_reader, spans_end_at_head_and_at_chunk_boundaries)
 {
     struct test_ring t;
     struct ring_reader r;
-    uint64_t buf[8], pc = 0x77;
-    uint64_t e1 = sluice_exec_hdr(0x10), m16[4] = {sluice_mem_hdr(0, 4, 1), 0x2000, 1, 2};
+    const uint64_t *w;
+    uint64_t at, e = sluice_exec_hdr(0x10), start = 2 * SLUICE_CHUNK_BYTES - 16;
 
-    cr_assert_eq(test_ring__create(&t, PAGE, 3, 0), 0);
+    cr_assert_eq(test_ring__create(&t, PAGE, 3, start), 0);
     cr_assert_eq(open_reader(&r, &t), 0);
-    test_ring__append(&t, &e1, 1);                      /* 8 bytes */
-    test_ring__append(&t, mem_rec(0x10, 0x3000, 5), 3); /* 24 bytes */
-    test_ring__append(&t, m16, 4);                      /* 32 bytes */
-    test_ring__publish(&t);
-    /* cap 40: the 16-byte store (32 bytes) would end at 64 > 40 */
-    cr_assert_eq(ring_reader__read(&r, buf, 40, &pc), 32);
-    cr_assert_eq(pc, 0x10);
-    cr_assert_eq(ring_reader__read(&r, buf, 40, &pc), 32);
-    cr_assert_eq(buf[0], sluice_mem_hdr(0, 4, 1));
-    cr_assert_eq(buf[3], 2);
-    cr_assert_eq(pc, 0x10, "no EXEC in the second chunk: pc carried");
-    cr_assert_eq(ring_reader__read(&r, buf, 40, &pc), 0, "nothing left");
-    cr_assert_eq(ring_reader__read(&r, buf, 16, &pc), -EINVAL, "cap below 32");
-    ring_reader__close(&r);
-    test_ring__destroy(&t);
-}
-
-Test(ring_reader, long_pad_is_skipped_without_copy)
-{
-    struct test_ring t;
-    struct ring_reader r;
-    uint64_t buf[8], pc = 0, w[12] = {0};
-    uint64_t e = sluice_exec_hdr(0x99);
-
-    cr_assert_eq(test_ring__create(&t, PAGE, 3, 0), 0);
-    cr_assert_eq(open_reader(&r, &t), 0);
-    w[0] = 12; /* PAD of 12 words, longer than cap 64 bytes */
-    test_ring__append(&t, w, 12);
+    test_ring__append(&t, &e, 1);                       /* 8 bytes */
+    test_ring__append(&t, mem_rec(0x10, 0x3000, 5), 3); /* 24: a PAD of 8 first */
     test_ring__append(&t, &e, 1);
     test_ring__publish(&t);
-    cr_assert_eq(ring_reader__read(&r, buf, 64, &pc), 8);
-    cr_assert_eq(buf[0], e);
-    cr_assert_eq(r.tail, 13 * 8);
+    cr_assert_eq(ring_reader__avail(&r), 48);
+    cr_assert_eq(ring_reader__take(&r, &w, &at), 16, "up to the boundary");
+    cr_assert_eq(at, start);
+    cr_assert_eq(w[0], e);
+    cr_assert_eq(w[1], (uint64_t)SLUICE_TAG_PAD << SLUICE_TAG_SHIFT | 1, "the producer's PAD");
+    cr_assert_eq(ring_reader__take(&r, &w, &at), 32, "from the boundary to head");
+    cr_assert_eq(at, 2 * SLUICE_CHUNK_BYTES);
+    cr_assert_eq(w[0], sluice_mem_hdr(0x10, 2, 0));
+    cr_assert_eq(ring_reader__take(&r, &w, &at), 0, "nothing left");
     ring_reader__close(&r);
     test_ring__destroy(&t);
 }
 
-Test(ring_reader, invalid_record_header_names_tid_and_position)
+Test(ring_reader, discard_releases_everything_published)
 {
     struct test_ring t;
     struct ring_reader r;
-    uint64_t buf[8], pc = 0;
-    uint64_t w[2] = {sluice_exec_hdr(1), 0x3300000000000000ull};
+    uint64_t e = sluice_exec_hdr(0x10);
 
-    cr_assert_eq(test_ring__create(&t, PAGE, 4242, 0), 0);
+    cr_assert_eq(test_ring__create(&t, PAGE, 3, 0), 0);
     cr_assert_eq(open_reader(&r, &t), 0);
-    test_ring__append(&t, w, 2);
+    test_ring__append(&t, &e, 1);
+    test_ring__append(&t, &e, 1);
     test_ring__publish(&t);
-    cr_assert_eq(ring_reader__read(&r, buf, sizeof(buf), &pc), -EPROTO);
-    cr_assert(strstr(r.err, "tid 4242"), "%s", r.err);
-    cr_assert(strstr(r.err, "position 8"), "%s", r.err);
-    cr_assert(strstr(r.err, "0x3300000000000000"), "%s", r.err);
-    cr_assert_eq(r.tail, 0, "nothing consumed on error");
     ring_reader__discard(&r);
-    cr_assert_eq(r.tail, 16);
+    cr_assert_eq(r.pos, 16);
+    cr_assert_eq(t.hdr->consumer[0].tail, 16);
     ring_reader__close(&r);
     test_ring__destroy(&t);
 }
 
-Test(ring_reader, record_crossing_head_is_an_error)
+Test(ring_reader, a_lapped_span_is_not_intact)
 {
     struct test_ring t;
     struct ring_reader r;
-    uint64_t buf[8], pc = 0;
 
-    cr_assert_eq(test_ring__create(&t, PAGE, 5, 0), 0);
+    cr_assert_eq(test_ring__create(&t, PAGE, 3, 0), 0);
     cr_assert_eq(open_reader(&r, &t), 0);
-    test_ring__append(&t, mem_rec(1, 2, 3), 3);
-    t.pos -= 8; /* publish only 2 of its 3 words */
-    test_ring__publish(&t);
-    cr_assert_eq(ring_reader__read(&r, buf, sizeof(buf), &pc), -EPROTO);
-    cr_assert(strstr(r.err, "crosses head"), "%s", r.err);
+    t.hdr->head = PAGE;
+    cr_assert(ring_reader__intact(&r, 0), "a ring's worth ahead: not yet overwritten");
+    t.hdr->head = PAGE + 8;
+    cr_assert(!ring_reader__intact(&r, 0), "the producer is past it by more than the ring");
+    cr_assert(ring_reader__intact(&r, 2 * PAGE), "salvaged bytes past head");
     ring_reader__close(&r);
     test_ring__destroy(&t);
 }
@@ -348,26 +347,29 @@ static void *producer(void *arg)
     return NULL;
 }
 
-/* Check the next record(s) in @p buf against the producer's sequence. */
-static uint64_t check_stream(const uint64_t *buf, size_t words, uint64_t i)
+/* Check the records of a span against the producer's sequence from @p i. */
+static uint64_t check_stream(const uint64_t *w, size_t words, uint64_t i)
 {
     size_t k = 0;
 
     while (k < words) {
+        if (sluice_rec_tag(w[k]) == SLUICE_TAG_PAD) {
+            k += sluice_rec_words(w[k]);
+            continue;
+        }
         if (i % 3 == 2) {
-            cr_assert_eq(buf[k], sluice_mem_hdr(stream_pc(i), 2, 0), "record %llu",
+            cr_assert_eq(w[k], sluice_mem_hdr(stream_pc(i), 2, 0), "record %llu",
                          (unsigned long long)i);
-            cr_assert_eq(buf[k + 1], i);
-            cr_assert_eq(buf[k + 2], ~i);
+            cr_assert_eq(w[k + 1], i);
+            cr_assert_eq(w[k + 2], ~i);
             k += 3;
         } else {
-            cr_assert_eq(buf[k], sluice_exec_hdr(stream_pc(i)), "record %llu",
-                         (unsigned long long)i);
+            cr_assert_eq(w[k], sluice_exec_hdr(stream_pc(i)), "record %llu", (unsigned long long)i);
             k += 1;
         }
         i++;
     }
-    cr_assert_eq(k, words, "chunk ends on a record boundary");
+    cr_assert_eq(k, words, "the span ends on a record boundary");
     return i;
 }
 
@@ -375,19 +377,22 @@ Test(ring_reader, producer_thread_streams_all_records_in_order, .timeout = 60)
 {
     struct test_ring t;
     struct ring_reader r;
-    static uint64_t buf[1024];
-    uint64_t next = 0, pc = 0;
+    uint64_t next = 0, at, spans = 0;
+    const uint64_t *w;
     pthread_t th;
 
     cr_assert_eq(test_ring__create(&t, PAGE, 11, 0), 0);
     cr_assert_eq(open_reader(&r, &t), 0);
     cr_assert_eq(pthread_create(&th, NULL, producer, &t), 0);
     for (;;) {
-        ssize_t n = ring_reader__read(&r, buf, 1000, &pc); /* odd cap: uneven splits */
+        ssize_t n = ring_reader__take(&r, &w, &at);
 
         cr_assert_geq(n, 0, "%s", r.err);
         if (n > 0) {
-            next = check_stream(buf, (size_t)n / 8, next);
+            next = check_stream(w, (size_t)n / 8, next);
+            cr_assert(ring_reader__intact(&r, at));
+            ring_reader__release(&r, at + (uint64_t)n);
+            spans++;
             continue;
         }
         if (ring_reader__closed(&r) && ring_reader__avail(&r) == 0) {
@@ -397,9 +402,8 @@ Test(ring_reader, producer_thread_streams_all_records_in_order, .timeout = 60)
     }
     pthread_join(th, NULL);
     cr_assert_eq(next, STREAM_RECORDS);
-    /* record 299999 is a MEM (i % 3 == 2): the last EXEC is record 299998 */
-    cr_assert_eq(pc, stream_pc(STREAM_RECORDS - 2));
     cr_assert_eq(t.hdr->consumer[0].tail, t.hdr->head);
+    cr_assert_gt(t.hdr->head, 4 * SLUICE_CHUNK_BYTES, "the stream crossed chunk boundaries");
     ring_reader__close(&r);
     test_ring__destroy(&t);
 }

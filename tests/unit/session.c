@@ -2,9 +2,10 @@
 /*
  * session.c — unit tests of the public consumer API (consumer/session.c)
  * against a fake jitter in a thread: the control protocol (HELLO, WELCOME,
- * REFUSED, RING with SCM_RIGHTS, EOF), decoding (masking, PC 0 resolution,
+ * REFUSED, RING with SCM_RIGHTS, EOF), decoding (masking, literal PCs,
  * LOST), per-thread ordering through many chunks and workers, counts, and
- * errors in one ring not stopping the others.
+ * errors in one ring (a bad record, a record across a chunk boundary) not
+ * stopping the others.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -111,10 +112,10 @@ static int long_runs;
 static int use_batch;
 
 /* Record i of thread tid (words into w, returns their count) and the event
- * a consumer must see for it (PC 0 resolved, value masked). */
+ * a consumer must see for it (value masked). */
 static unsigned gen(uint64_t tid, uint64_t i, uint64_t *w, struct event *e)
 {
-    uint64_t pc = pc_of(tid, i), exec_pc = pc_of(tid, i - i % 8); /* i%8==0 is EXEC */
+    uint64_t pc = pc_of(tid, i);
 
     *e = (struct event){K_EXEC, 0, tid, pc, 0, 0, 0};
     if (long_runs && i % 3000 < 2990) {
@@ -129,9 +130,9 @@ static unsigned gen(uint64_t tid, uint64_t i, uint64_t *w, struct event *e)
             return 1;
         }
         return 1;
-    case 1: /* helper-made load: PC 0 means the preceding EXEC */
+    case 1: /* PC 0 is a PC like any other (format 1 made it "the preceding EXEC's") */
         w[0] = sluice_mem_hdr(0, 0, 0), w[1] = 0x5000 + i, w[2] = 0xabcdef00 | (i & 0xff);
-        *e = (struct event){K_READ, 1, tid, exec_pc, 0x5000 + i, i & 0xff, 0};
+        *e = (struct event){K_READ, 1, tid, 0, 0x5000 + i, i & 0xff, 0};
         return 3;
     case 2:
         w[0] = sluice_mem_hdr(pc, 1, 1), w[1] = 0x6000 + i, w[2] = 0x12345678;
@@ -378,8 +379,9 @@ static struct sluice_counts expected_counts(uint64_t n, uint64_t *lost_records)
 
 /* --- the scenarios ----------------------------------------------------------- */
 
-/* Announcements a session must refuse, the trace of every ring going on. */
-enum { BAD_NONE, BAD_MAGIC, BAD_TWICE, BAD_TID };
+/* Announcements a session must refuse, the trace of every ring going on;
+ * BAD_NO_PAD: ring 0's producer lets records cross chunk boundaries. */
+enum { BAD_NONE, BAD_MAGIC, BAD_TWICE, BAD_TID, BAD_NO_PAD };
 
 struct jitter_arg {
     int fd;
@@ -452,6 +454,7 @@ static void run_scenario(unsigned workers, int n_rings, uint64_t records, uint64
         c->tids[i] = 100 + (uint64_t)i;
     }
     j->p[0].bad_at = bad_at;
+    j->p[0].ring.pad_boundaries = bad_ring != BAD_NO_PAD;
     cr_assert_eq(pthread_create(&jt, NULL, fake_jitter, j), 0);
     rc = sluice_session__run(s);
     pthread_join(jt, NULL);
@@ -467,6 +470,11 @@ static void run_scenario(unsigned workers, int n_rings, uint64_t records, uint64
         cr_assert_eq(c->started[r], 1, "thread(1) once");
         cr_assert_eq(c->ended[r], 1, "thread(0) once");
         if (bad_at && r == 0) {
+            cr_assert_eq(c->next[r], bad_at, "every record before the bad one, none after");
+            continue;
+        }
+        if (bad_ring == BAD_NO_PAD && r == 0) {
+            cr_assert_lt(c->next[r], records, "stopped at the first crossing record");
             continue;
         }
         cr_assert_eq(c->next[r], records, "ring %d: %llu of %llu items", r,
@@ -485,7 +493,8 @@ static void run_scenario(unsigned workers, int n_rings, uint64_t records, uint64
     } else {
         cr_assert_eq(rc, -EPROTO);
         static const char *const want_err[] = {"", "magic", "second announcement",
-                                               "whose header says pid 1000 tid 4242"};
+                                               "whose header says pid 1000 tid 4242",
+                                               "crosses the end of its span"};
 
         cr_assert(
             strstr(sluice_session__error(s), bad_at ? "invalid record header" : want_err[bad_ring]),
@@ -532,6 +541,11 @@ Test(session, invalid_record_stops_only_its_ring, .timeout = 60)
     /* The bad ring's producer keeps writing after the bad record: the
      * reader must keep releasing it (lossless) or the test hangs. */
     run_scenario(2, 2, 100000, 5000, BAD_NONE);
+}
+
+Test(session, record_across_a_chunk_boundary_stops_only_its_ring, .timeout = 60)
+{
+    run_scenario(2, 2, 200000, 0, BAD_NO_PAD);
 }
 
 Test(session, ring_with_bad_header_is_skipped, .timeout = 60)

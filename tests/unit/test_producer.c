@@ -45,6 +45,7 @@ int test_ring__create(struct test_ring *t, uint64_t size, uint32_t tid, uint64_t
     t->data = base + SLUICE_RING_HDR_BYTES;
     t->size = size;
     t->pos = start;
+    t->pad_boundaries = 1;
     t->hdr->magic = SLUICE_RING_MAGIC;
     t->hdr->version = SLUICE_FORMAT_VERSION;
     t->hdr->hdr_bytes = SLUICE_RING_HDR_BYTES;
@@ -86,7 +87,8 @@ void test_ring__publish(struct test_ring *t)
     }
 }
 
-/* Wait until @p bytes more fit in front of slot 0's tail. */
+/* Wait until @p bytes more fit in front of slot 0's tail. The consumer
+ * wakes us only while producer_waiting is set (record.h). */
 static void wait_space(struct test_ring *t, uint64_t bytes)
 {
     struct sluice_ring_consumer *c = &t->hdr->consumer[0];
@@ -94,22 +96,43 @@ static void wait_space(struct test_ring *t, uint64_t bytes)
 
     for (;;) {
         uint32_t seen = __atomic_load_n(&c->tail_futex, __ATOMIC_ACQUIRE);
-        uint64_t tail = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);
+        uint64_t tail;
 
+        __atomic_store_n(&c->producer_waiting, 1, __ATOMIC_SEQ_CST);
+        tail = __atomic_load_n(&c->tail, __ATOMIC_SEQ_CST);
         if (t->pos + bytes - tail <= t->size) {
+            __atomic_store_n(&c->producer_waiting, 0, __ATOMIC_RELAXED);
             return;
         }
         test_ring__publish(t); /* the consumer must see what is there to free space */
         futex(&c->tail_futex, FUTEX_WAIT, seen, &ts);
+        t->waits++;
     }
+}
+
+/* Copy @p n words at the write position (the data area is mapped twice:
+ * no wrap-around case). */
+static void put(struct test_ring *t, const uint64_t *w, unsigned n)
+{
+    wait_space(t, (uint64_t)n * 8);
+    memcpy(t->data + (t->pos & (t->size - 1)), w, (size_t)n * 8);
+    t->pos += (uint64_t)n * 8;
 }
 
 void test_ring__append(struct test_ring *t, const uint64_t *w, unsigned n)
 {
-    wait_space(t, (uint64_t)n * 8);
-    /* The data area is mapped twice: no wrap-around case. */
-    memcpy(t->data + (t->pos & (t->size - 1)), w, (size_t)n * 8);
-    t->pos += (uint64_t)n * 8;
+    uint64_t room = SLUICE_CHUNK_BYTES - (t->pos & (SLUICE_CHUNK_BYTES - 1));
+
+    /* record.h: a chunk boundary is a record boundary; pad up to it. The
+     * PAD's body is left as it is (consumers skip it unread). */
+    if (t->pad_boundaries && (uint64_t)n * 8 > room) {
+        uint64_t pad = ((uint64_t)SLUICE_TAG_PAD << SLUICE_TAG_SHIFT) | (room / 8);
+
+        wait_space(t, room);
+        put(t, &pad, 1);
+        t->pos += room - 8;
+    }
+    put(t, w, n);
 }
 
 void test_ring__close(struct test_ring *t)

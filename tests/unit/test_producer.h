@@ -20,6 +20,8 @@ struct test_ring {
     uint8_t *data;               /**< data area, mapped twice */
     uint64_t size;               /**< data bytes */
     uint64_t pos;                /**< write position (published up to hdr->head) */
+    int pad_boundaries;          /**< 1 (default): pad to chunk boundaries as record.h says */
+    unsigned waits;              /**< times the producer slept waiting for room */
     void *map;
     size_t map_len;
 };
@@ -35,7 +37,12 @@ int test_ring__create(struct test_ring *t, uint64_t size, uint32_t tid, uint64_t
 /** Unmap and close. */
 void test_ring__destroy(struct test_ring *t);
 
-/** Append @p n words (one or more whole records), waiting while the ring is full. */
+/**
+ * Append @p n words (one or more whole records), waiting while the ring is
+ * full. A record that would cross a chunk boundary is preceded by a PAD up
+ * to it (record.h), unless pad_boundaries was cleared (to test consumers
+ * against a producer that breaks the rule).
+ */
 void test_ring__append(struct test_ring *t, const uint64_t *w, unsigned n);
 
 /** Publish everything appended (release store of head) and wake waiting consumers. */
