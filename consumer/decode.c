@@ -115,7 +115,11 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
     const uint64_t *w = c->words;
     size_t nw = c->len / 8, i = 0;
     size_t isz = cb->item_size;
-    uint64_t records = 0;
+    /* Locals, not loads through cb and stores to c->counts per record: the
+     * compiler cannot know callbacks leave those alone. */
+    int (*exec)(void *, const struct sluice_thread_info *, uint64_t, void *) = cb->exec;
+    int batch = cb->exec_batch != NULL;
+    uint64_t records = 0, insns = 0;
     uint64_t scratch[4]; /* item target when item_size is 0: callbacks may still run */
     struct run run;      /* only used with cb->exec_batch */
 
@@ -128,15 +132,14 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
         if (tag == SLUICE_TAG_EXEC) {
             uint64_t pc = sluice_rec_payload(hdr);
 
-            c->counts.insns++;
-            records++;
+            insns++;
             i++;
-            if (cb->exec_batch) {
+            if (batch) {
                 run.pcs[run.n++] = pc;
                 if (run.n == RUN_MAX) {
                     run_flush(&run, c, cb, t, scratch);
                 }
-            } else if (cb->exec && cb->exec(cb->user, t, pc, next_item(c, isz, scratch)) && isz) {
+            } else if (exec && exec(cb->user, t, pc, next_item(c, isz, scratch)) && isz) {
                 c->n_items++;
             }
             continue;
@@ -150,7 +153,7 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
             i += len;
             continue;
         }
-        if (cb->exec_batch) {
+        if (batch) {
             run_flush(&run, c, cb, t, scratch); /* the run precedes this record */
         }
         made = decode_other(c, cb, t, &w[i], hdr, next_item(c, isz, scratch));
@@ -160,8 +163,9 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
         records++;
         i += len;
     }
-    if (cb->exec_batch) {
+    if (batch) {
         run_flush(&run, c, cb, t, scratch);
     }
-    return records;
+    c->counts.insns += insns;
+    return records + insns;
 }

@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * ringbw.c — the machine's own ceiling for sluice's data path: how fast one
+ * core can stream 8-byte words to another through a shared ring, with
+ * nothing else done (no QEMU, no records, no decoding). bench/run prints it
+ * beside the figures so a target can be weighed against the physical limit.
+ *
+ * One producer thread writes words into a ring of RING bytes and publishes
+ * its position every CHUNK bytes (release store); one consumer thread waits
+ * for it (spinning: this measures bandwidth, not idling), sums the words and
+ * gives the space back. Also measured: one core reading a buffer much
+ * larger than the caches, and writing one (memset), for scale.
+ *
+ * Usage: ringbw [GIB] (default 4 GiB streamed). Output, one line each:
+ *   ring <ring bytes> <GB/s> <G words/s>
+ *   read <GB/s>
+ *   memset <GB/s>
+ * Never run it beside other measurements: it keeps both cores busy.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CHUNK (256u * 1024)
+
+struct ring {
+    uint64_t *data;
+    uint64_t words; /* ring size in words, a power of two */
+    uint64_t total; /* words to stream */
+    _Alignas(64) uint64_t head;
+    _Alignas(64) uint64_t tail;
+    _Alignas(64) uint64_t sum;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void *produce(void *arg)
+{
+    struct ring *r = arg;
+    uint64_t pos = 0, chunk = CHUNK / 8;
+
+    while (pos < r->total) {
+        while (pos + chunk - __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) > r->words) {
+            /* wait for room */
+        }
+        for (uint64_t i = 0; i < chunk; i++) {
+            r->data[(pos + i) & (r->words - 1)] = pos + i;
+        }
+        pos += chunk;
+        __atomic_store_n(&r->head, pos, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+static void *consume(void *arg)
+{
+    struct ring *r = arg;
+    uint64_t pos = 0, sum = 0;
+
+    while (pos < r->total) {
+        uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+
+        for (; pos < head; pos++) {
+            sum += r->data[pos & (r->words - 1)];
+        }
+        __atomic_store_n(&r->tail, pos, __ATOMIC_RELEASE);
+    }
+    r->sum = sum;
+    return NULL;
+}
+
+/* Stream @p total words through a ring of @p bytes; returns seconds. */
+static double ring_run(uint64_t bytes, uint64_t total)
+{
+    struct ring r = {0};
+    pthread_t p, c;
+    double t0, t;
+
+    r.words = bytes / 8;
+    r.total = total;
+    r.data = aligned_alloc(4096, bytes);
+    if (!r.data) {
+        perror("ringbw: aligned_alloc");
+        exit(1);
+    }
+    memset(r.data, 0, bytes);
+    t0 = now();
+    pthread_create(&c, NULL, consume, &r);
+    pthread_create(&p, NULL, produce, &r);
+    pthread_join(p, NULL);
+    pthread_join(c, NULL);
+    t = now() - t0;
+    if (r.sum != total * (total - 1) / 2) {
+        fprintf(stderr, "ringbw: wrong sum\n");
+        exit(1);
+    }
+    free(r.data);
+    return t;
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t gib = argc > 1 ? strtoull(argv[1], NULL, 0) : 4;
+    uint64_t bytes = gib << 30, big = 256u << 20, sum = 0;
+    static const uint64_t rings[] = {1u << 20, 4u << 20, 16u << 20};
+    uint64_t *buf;
+    double t;
+
+    if (gib == 0 || gib > 64) {
+        fprintf(stderr, "usage: ringbw [GIB 1..64]\n");
+        return 2;
+    }
+    for (unsigned i = 0; i < sizeof(rings) / sizeof(rings[0]); i++) {
+        t = ring_run(rings[i], bytes / 8);
+        printf("ring %llu %.2f %.3f\n", (unsigned long long)rings[i], (double)bytes / t / 1e9,
+               (double)bytes / 8 / t / 1e9);
+    }
+    buf = malloc(big);
+    if (!buf) {
+        perror("ringbw: malloc");
+        return 1;
+    }
+    memset(buf, 1, big);
+    t = now();
+    for (uint64_t k = 0; k < bytes / big; k++) {
+        for (uint64_t i = 0; i < big / 8; i++) {
+            sum += buf[i];
+        }
+    }
+    t = now() - t;
+    printf("read %.2f\n", (double)(bytes / big * big) / t / 1e9);
+    t = now();
+    for (uint64_t k = 0; k < bytes / big; k++) {
+        memset(buf, (int)k, big);
+        __asm__ volatile("" : : "r"(buf) : "memory"); /* the stores are not dead */
+    }
+    t = now() - t;
+    printf("memset %.2f\n", (double)(bytes / big * big) / t / 1e9);
+    free(buf);
+    return sum == 42; /* keep the read loop */
+}
