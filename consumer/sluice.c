@@ -190,8 +190,10 @@ static int resolve(const struct run_args *a, struct run_paths *p)
     const char *ring_bytes = getenv(SLUICE_RING_BYTES_ENV);
 
     if (sluice_ring_bytes_parse(ring_bytes, &p->ring_bytes) < 0) {
-        fprintf(stderr, "sluice: %s=%s: need a power of two from %llu to %llu bytes\n",
-                SLUICE_RING_BYTES_ENV, ring_bytes, SLUICE_RING_BYTES_MIN, SLUICE_RING_BYTES_MAX);
+        fprintf(
+            stderr,
+            "sluice: %s=%s: need a power of two from %llu to %llu bytes (or with K, M, G: 16M)\n",
+            SLUICE_RING_BYTES_ENV, ring_bytes, SLUICE_RING_BYTES_MIN, SLUICE_RING_BYTES_MAX);
         return -1;
     }
     /* What QEMU would fail on once started is checked here, so that it fails

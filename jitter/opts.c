@@ -58,7 +58,8 @@ static int set_item(struct jitter_opts *o, const char *key, char *val, const cha
         o->consumer_fd = (int)fd;
     } else if (strcmp(key, SLUICE_OPT_RING_BYTES) == 0) {
         if (sluice_ring_bytes_parse(val, &o->ring_bytes) < 0) {
-            return bad(item, "need a power of two from 256 KiB to 1 GiB, in bytes");
+            return bad(
+                item, "need a power of two from 256 KiB to 1 GiB, in bytes (or with K, M, G: 16M)");
         }
     } else if (strcmp(key, SLUICE_OPT_FILTER) == 0) {
         o->filter = val;

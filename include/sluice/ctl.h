@@ -86,7 +86,8 @@ struct sluice_ctl_msg {
 #define SLUICE_RING_BYTES_MAX (1ull << 30)
 
 /**
- * Parse a ring size given in bytes (decimal, or hex with 0x). NULL or "" means
+ * Parse a ring size given in bytes (decimal, or hex with 0x), a decimal
+ * number may end in K, M or G (KiB, MiB, GiB: "16M"). NULL or "" means
  * SLUICE_RING_BYTES_DEFAULT.
  * @param[in] text the value of SLUICE_RING_BYTES, or NULL
  * @param[out] bytes the size, a power of two within [SLUICE_RING_BYTES_MIN, SLUICE_RING_BYTES_MAX]
@@ -110,6 +111,15 @@ static inline int sluice_ring_bytes_parse(const char *text, uint64_t *bytes)
                                 : *text >= 'a' && *text <= 'f' ? *text - 'a' + 10
                                 : *text >= 'A' && *text <= 'F' ? *text - 'A' + 10
                                                                : 99);
+        unsigned shift = (*text | 0x20) == 'k'   ? 10
+                         : (*text | 0x20) == 'm' ? 20
+                         : (*text | 0x20) == 'g' ? 30
+                                                 : 0;
+
+        if (base == 10 && shift && text[1] == '\0' && v <= SLUICE_RING_BYTES_MAX) {
+            v <<= shift;
+            break;
+        }
         if (d >= (unsigned)base || v > SLUICE_RING_BYTES_MAX) {
             return -1;
         }

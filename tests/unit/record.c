@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * record.c — unit tests of the record codec in sluice/record.h: tags,
- * payloads, lengths, invalid headers and round trips, with exact values.
+ * payloads, lengths, invalid headers and round trips, with exact values;
+ * and of the one parser the shared headers hold (sluice/ctl.h's ring size).
  */
 #include <criterion/criterion.h>
 #include <stddef.h>
 #include <string.h>
 
+#include "sluice/ctl.h"
 #include "sluice/record.h"
 
 Test(record, exec_header_round_trip)
@@ -118,4 +120,31 @@ Test(record, header_layout)
     cr_assert_eq(offsetof(struct sluice_ring_hdr, head), 128);
     cr_assert_eq(offsetof(struct sluice_ring_hdr, consumer), 256);
     cr_assert_eq(sizeof(struct sluice_ring_consumer), 64);
+}
+
+Test(record, ring_bytes_parse)
+{
+    uint64_t b = 1;
+
+    cr_assert_eq(sluice_ring_bytes_parse(NULL, &b), 0);
+    cr_assert_eq(b, SLUICE_RING_BYTES_DEFAULT);
+    cr_assert_eq(sluice_ring_bytes_parse("262144", &b), 0);
+    cr_assert_eq(b, 256u << 10);
+    cr_assert_eq(sluice_ring_bytes_parse("0x100000", &b), 0);
+    cr_assert_eq(b, 1u << 20);
+    cr_assert_eq(sluice_ring_bytes_parse("4M", &b), 0);
+    cr_assert_eq(b, 4u << 20);
+    cr_assert_eq(sluice_ring_bytes_parse("512k", &b), 0);
+    cr_assert_eq(b, 512u << 10);
+    cr_assert_eq(sluice_ring_bytes_parse("1G", &b), 0);
+    cr_assert_eq(b, 1u << 30);
+    b = 7;
+    cr_assert_eq(sluice_ring_bytes_parse("2G", &b), -1, "above 1 GiB");
+    cr_assert_eq(sluice_ring_bytes_parse("128K", &b), -1, "below 256 KiB");
+    cr_assert_eq(sluice_ring_bytes_parse("3M", &b), -1, "not a power of two");
+    cr_assert_eq(sluice_ring_bytes_parse("4MB", &b), -1, "a suffix ends the number");
+    cr_assert_eq(sluice_ring_bytes_parse("M", &b), -1, "no digits");
+    cr_assert_eq(sluice_ring_bytes_parse("0x4M", &b), -1, "no suffix on hex");
+    cr_assert_eq(sluice_ring_bytes_parse("99999999999999999999M", &b), -1, "overflow");
+    cr_assert_eq(b, 7, "untouched on error");
 }
