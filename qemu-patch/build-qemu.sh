@@ -6,6 +6,13 @@
 # print the cache directory on stdout. It holds bin/qemu-<arch> and
 # include/qemu-plugin.h.
 #
+# The series (NNNN-*.patch here, one hook point per patch, git am or patch -p1)
+# adds a meson option: sluice is configured with --enable-sluice
+# (-Dsluice=enabled) and --sluice-include=DIR (-Dsluice_include), DIR being
+# this tree's include/, where QEMU finds <sluice/jitter_abi.h> and
+# <sluice/record.h>. Without --enable-sluice the patched QEMU builds as
+# upstream does, with no -jitter.
+#
 # The cache key is the hash of everything that shapes the binaries: the patch
 # series, the sluice headers QEMU compiles against, the configure flags and
 # this script. A changed patch always rebuilds; an unchanged one costs
@@ -33,7 +40,7 @@ patches=("$here"/[0-9][0-9][0-9][0-9]-*.patch)
 [ -e "${patches[0]}" ] || die "no patches in $here"
 
 configure_flags=(--disable-system --disable-tools --disable-docs --disable-install-blobs
-    --disable-werror --enable-plugins --target-list="$targets")
+    --disable-werror --enable-plugins --enable-sluice --target-list="$targets")
 
 key=$( {
     cat "${patches[@]}" "$top/include/sluice/jitter_abi.h" "$top/include/sluice/record.h" "$0"
@@ -84,7 +91,7 @@ done
 log "configuring (log: $work/build/config.log)"
 mkdir -p "$work/build"
 (cd "$work/build" && ../src/configure --python=/usr/bin/python3 "${configure_flags[@]}" \
-    --extra-cflags="-DCONFIG_SLUICE=1 -I$top/include" >"$work/configure.log" 2>&1) ||
+    --sluice-include="$top/include" >"$work/configure.log" 2>&1) ||
     { tail -30 "$work/configure.log" >&2; die "configure failed"; }
 
 log "building with $jobs jobs (a few minutes the first time)"

@@ -7,8 +7,9 @@
  * dlopen() when given `-jitter PATH` or `QEMU_JITTER=PATH`. It exports one
  * symbol, `sluice_jitter_ops` (struct sluice_jitter_ops), whose `abi_version`
  * QEMU checks before calling anything: a mismatch is a load error. The QEMU
- * build compiles against this same header (`--extra-cflags=-I.../include`),
- * and the patched QEMU's cache key includes its hash.
+ * build compiles against this same header (configure's `--enable-sluice
+ * --sluice-include=.../include`), and the patched QEMU's cache key includes
+ * its hash.
  *
  * Threads and contexts: "vCPU" means the guest thread's own host thread
  * (linux-user runs one host thread per guest thread). "exclusive" means QEMU
