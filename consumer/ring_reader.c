@@ -165,22 +165,34 @@ static uint64_t head_of(const struct ring_reader *r)
     return r->salvaged > head ? r->salvaged : head;
 }
 
+/* The position the producer's written_addr names, or head if it names none. */
+static uint64_t written_pos(const struct ring_reader *r, uint64_t head)
+{
+    uint64_t off = __atomic_load_n(&r->hdr->written_addr, __ATOMIC_ACQUIRE) - r->hdr->data_addr;
+
+    if (off >= 2 * r->size || (off & 7) != 0) {
+        return head; /* not an address in the producer's mapping of the data */
+    }
+    return head + ((off - head) & (r->size - 1));
+}
+
 int64_t ring_reader__salvage(struct ring_reader *r)
 {
-    uint64_t head = __atomic_load_n(&r->hdr->head, __ATOMIC_ACQUIRE), pos = head;
+    uint64_t head = __atomic_load_n(&r->hdr->head, __ATOMIC_ACQUIRE), pos = head, end;
     int64_t avail = ring_reader__avail(r);
 
     if (avail < 0) {
         return avail;
     }
-    /* Whole records only, never past a ring's worth beyond our tail. The
-     * producer zeroed what it had not written (jitter/ring.c): a zero
-     * header is where it stopped. */
-    while (pos + 8 - r->pos <= r->size) {
+    /* Whole records up to the cursor the producer stored at its last TB
+     * start or publish, never past a ring's worth beyond our tail. */
+    end = written_pos(r, head);
+    while (pos < end && pos + 8 - r->pos <= r->size) {
         uint64_t hdr = le64toh(*(const volatile uint64_t *)(r->data + (pos & (r->size - 1))));
         unsigned len = sluice_rec_words(hdr);
 
-        if (len == 0 || pos + (uint64_t)len * 8 - r->pos > r->size) {
+        if (len == 0 || pos + (uint64_t)len * 8 > end ||
+            pos + (uint64_t)len * 8 - r->pos > r->size) {
             break;
         }
         pos += (uint64_t)len * 8;

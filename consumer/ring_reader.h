@@ -52,10 +52,10 @@ int ring_reader__open(struct ring_reader *r, int fd, uint64_t offset, unsigned s
 /**
  * The producer died without closing the ring (SIGKILL, or a sibling
  * thread's execve): take the whole records it wrote after its last publish
- * as published too. They end at the first zero or invalid header word (the
- * jitter zeroes the ring ahead of its cursor and writes each header last),
- * and never more than a ring's worth past the tail. Call only once the
- * producer can write no more (its process is gone).
+ * as published too, up to the cursor its translated code stored at its
+ * last TB start (record.h, written_addr), stopping early at an invalid
+ * header, and never more than a ring's worth past the tail. Call only once
+ * the producer can write no more (its process is gone).
  * @return bytes found past head (>= 0), or -EPROTO as ring_reader__avail().
  */
 int64_t ring_reader__salvage(struct ring_reader *r);

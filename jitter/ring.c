@@ -34,6 +34,9 @@
  * this often (bytes) and consumers work on chunks in parallel. */
 #define CHUNK_BYTES SLUICE_CHUNK_BYTES
 
+/* Where a slot whose ring is gone stores its cursor (nobody reads it). */
+static uint64_t dead_written;
+
 static long futex(uint32_t *uaddr, int op, uint32_t val, const struct timespec *ts)
 {
     return syscall(SYS_futex, uaddr, op, val, ts, NULL, 0);
@@ -112,7 +115,9 @@ struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq
     }
     fill_hdr(r->hdr, size, pid, tid, seq, arch, comm, big_endian);
     r->slot = slot;
-    /* A new range of the arena reads as zero: no need to clear it. */
+    r->hdr->data_addr = (uint64_t)(uintptr_t)r->data;
+    r->hdr->written_addr = (uint64_t)(uintptr_t)r->data;
+    slot->written = &r->hdr->written_addr;
     slot->cursor = (uint64_t *)r->data;
     slot->limit = (uint64_t *)(r->data + CHUNK_BYTES - 8); /* up to the first boundary */
     slot->ring = r;
@@ -138,6 +143,7 @@ void ring_destroy(struct ring *r, int give_back)
 
     if (r->slot && r->slot->ring == r) {
         r->slot->ring = NULL;
+        r->slot->written = &dead_written; /* the header is about to go */
     }
     munmap(r->hdr, r->map_bytes);
     if (give_back && !unread) {
@@ -181,6 +187,8 @@ void ring_publish(struct ring *r)
     was = (uint8_t *)r->slot->cursor;
     r->slot->cursor = (uint64_t *)(r->data + (r->head & (r->size - 1)));
     r->slot->limit = (uint64_t *)((uint8_t *)r->slot->limit - (was - (uint8_t *)r->slot->cursor));
+    /* Never behind head (record.h): what TB starts store is then ahead. */
+    r->hdr->written_addr = (uint64_t)(uintptr_t)r->slot->cursor;
 }
 
 /*
@@ -256,9 +264,8 @@ static uint64_t wait_free(struct ring *r, uint64_t need)
 
 /*
  * The next @p need bytes would cross a chunk boundary: fill the @p room
- * bytes up to it with one PAD record (its header word is the one zeroed
- * word at the cursor; the rest is skipped unread) and publish, so the
- * boundary is a record boundary (record.h).
+ * bytes up to it with one PAD record (its body is skipped unread) and
+ * publish, so the boundary is a record boundary (record.h).
  */
 static void pad_to_boundary(struct ring *r, uint64_t room, uint64_t need)
 {
@@ -269,20 +276,6 @@ static void pad_to_boundary(struct ring *r, uint64_t room, uint64_t need)
     ring_publish(r);
 }
 
-/*
- * Zero @p bytes at the cursor. The first word goes first, on its own: a
- * producer killed inside memset (which may store in any order) still
- * leaves a zero header at head, where a salvaging consumer starts.
- */
-static void clear_ahead(struct ring *r, uint64_t bytes)
-{
-    volatile uint64_t *first = r->slot->cursor;
-
-    *first = 0;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    memset(r->slot->cursor + 1, 0, bytes - 8);
-}
-
 void ring_reserve(struct ring *r, uint64_t need)
 {
     uint64_t avail, room;
@@ -291,7 +284,9 @@ void ring_reserve(struct ring *r, uint64_t need)
         pause(); /* the process is exiting: wait here to be ended with it */
     }
     ring_publish(r);
-    need += 8;                                          /* the zero word after the last record */
+    /* Grants end a word short: the cursor stays less than a ring ahead of
+     * head, so written_addr names one position (record.h). */
+    need += 8;
     room = CHUNK_BYTES - (r->head & (CHUNK_BYTES - 1)); /* to the next boundary, > 0 */
     if (need > room) {
         pad_to_boundary(r, room, need);
@@ -301,7 +296,6 @@ void ring_reserve(struct ring *r, uint64_t need)
     if (avail > room) {
         avail = room; /* a grant never crosses a boundary */
     }
-    clear_ahead(r, avail);
     r->slot->limit = (uint64_t *)((uint8_t *)r->slot->cursor + avail - 8);
 }
 

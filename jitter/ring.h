@@ -31,7 +31,7 @@ struct ring {
 /**
  * Create a ring of @p size data bytes (a power of two, >= 4 * SLUICE_RESERVE_MAX,
  * a multiple of the page size) for guest thread @p tid of process @p pid in
- * the process's arena, and point @p slot at it. Its data reads as zero.
+ * the process's arena, and point @p slot at it.
  * @return the ring, or NULL with errno set.
  */
 struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq, const char *arch,
@@ -49,9 +49,10 @@ void ring_publish(struct ring *r);
 
 /**
  * Publish, then make `limit - cursor >= need` bytes writable, waiting for
- * lossless consumers while the ring is full. The granted bytes, and one
- * word past them, are zeroed first: a consumer draining a producer that
- * died (SIGKILL) stops at the first zero header after the last record.
+ * lossless consumers while the ring is full. A grant never crosses a chunk
+ * boundary (a PAD fills up to it first, record.h); it holds whatever the
+ * last lap left there (consumers drain a dead producer up to the cursor it
+ * stored at its last TB start, never up to a zero word).
  */
 void ring_reserve(struct ring *r, uint64_t need);
 

@@ -22,22 +22,28 @@
  * instead of environment variables; publish_all (held across execve and a
  * SIGKILL the guest sends itself) replaces exec_start; fd_next and fd_claim
  * keep the jitter's descriptors out of the guest's reach.
+ * 4 — the slot's `written`: translated code stores the cursor there at
+ * every TB start (the jitter no longer zeroes the ring ahead of it); inside
+ * a TB the cursor may be in a host register.
  */
 #ifndef SLUICE_JITTER_ABI_H
 #define SLUICE_JITTER_ABI_H
 
 #include <stdint.h>
 
-#define SLUICE_JITTER_ABI_VERSION 3u
+#define SLUICE_JITTER_ABI_VERSION 4u
 
 /**
  * Per-vCPU producer state. It lives in QEMU's CPUNegativeOffsetState
  * (include/hw/core/cpu.h) so translated code reaches it at a fixed negative
  * offset from env on every target and host.
  *
- * Translated code appends records at `cursor` and advances it; it calls
- * reserve() at TB start when `cursor + need > limit`. Between two reserve()
- * calls the producer may write up to `limit` without checking.
+ * Translated code appends records at `cursor` and advances it; at every TB
+ * start it stores `cursor` at `written` and calls reserve() when
+ * `cursor + need > limit`. Between two reserve() calls the producer may
+ * write up to `limit` without checking. Inside a TB the cursor may live in
+ * a host register (a TCG global): it is in the slot whenever a helper or
+ * the jitter runs.
  */
 struct sluice_thread_slot {
     uint64_t *cursor; /**< next record's address (host pointer into the ring's data mapping) */
@@ -50,6 +56,13 @@ struct sluice_thread_slot {
      * 0 = record nothing.
      */
     uint64_t helper_mem;
+    /**
+     * Where translated code stores `cursor` at the start of every TB: a
+     * word of the ring's shared header (record.h, written_addr), so a
+     * consumer can take the whole records of a thread killed between two
+     * publishes. Never NULL while translated code may run.
+     */
+    uint64_t *written;
 };
 
 /** helper_mem: record the helpers' loads. */

@@ -227,6 +227,19 @@ struct sluice_ring_hdr {
     uint64_t lost;
     uint8_t pad2_[128 - 32];
 
+    /* --- the producer's TB-start line --- */
+    /**
+     * The write cursor as the producer's own address, stored by translated
+     * code at the start of every translation block and by the producer at
+     * every publish: every record before it is whole. Read only to drain a
+     * producer that died without publishing (SIGKILL): its position is the
+     * one in [head, head + data_size) at that offset from data_addr.
+     */
+    uint64_t written_addr;
+    /** The producer's address of the data area (for written_addr). */
+    uint64_t data_addr;
+    uint8_t pad3_[128 - 16];
+
     /* --- one cache line per consumer --- */
     struct sluice_ring_consumer consumer[SLUICE_MAX_CONSUMERS];
 };

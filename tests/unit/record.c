@@ -118,7 +118,8 @@ Test(record, header_layout)
     cr_assert_eq(SLUICE_RING_MAGIC, 0x4752454349554c53ull);
     cr_assert_eq(memcmp(&(uint64_t){SLUICE_RING_MAGIC}, "SLUICERG", 8), 0);
     cr_assert_eq(offsetof(struct sluice_ring_hdr, head), 128);
-    cr_assert_eq(offsetof(struct sluice_ring_hdr, consumer), 256);
+    cr_assert_eq(offsetof(struct sluice_ring_hdr, written_addr), 256, "its own cache line");
+    cr_assert_eq(offsetof(struct sluice_ring_hdr, consumer), 384);
     cr_assert_eq(sizeof(struct sluice_ring_consumer), 64);
 }
 

@@ -130,11 +130,11 @@ Test(ring_pair, jitter_ring_to_reader_in_order, .timeout = 120)
 
 /*
  * A producer killed between publishes (SIGKILL): what it wrote after its
- * last publish is recovered, up to the last whole record. A record whose
- * other words are written but whose header is not (header last, as
- * translated code writes it) is not taken.
+ * last publish is recovered up to the cursor its last TB start stored
+ * (slot->written); the records of the TB it was killed in are not taken,
+ * whole or not, and neither is what an earlier lap left beyond them.
  */
-Test(ring_pair, salvage_stops_at_the_first_unwritten_header)
+Test(ring_pair, salvage_takes_records_up_to_the_last_tb_start)
 {
     struct sluice_thread_slot slot = {0};
     struct ring_reader r;
@@ -149,24 +149,53 @@ Test(ring_pair, salvage_stops_at_the_first_unwritten_header)
     ring->hdr->consumer[0].lossless = 1;
     __atomic_store_n(&ring->hdr->consumer[0].active, 1, __ATOMIC_RELEASE);
     cr_assert_eq(ring_reader__open(&r, arena_fd(), ring->offset, 0), 0, "%s", r.err);
+    for (unsigned i = 0; i < 64; i++) {
+        slot.cursor[i] = sluice_exec_hdr(0xdead000 + i); /* what "an earlier lap" left */
+    }
     slot.cursor[0] = sluice_exec_hdr(0x1000);
     slot.cursor++;
-    ring_publish(ring);     /* one record published, then three more not */
-    ring_reserve(ring, 64); /* zeroes ahead, as after a chunk boundary */
+    ring_publish(ring); /* one record published, then two TBs not */
     c = slot.cursor;
+    *slot.written = (uint64_t)(uintptr_t)slot.cursor; /* TB start */
     c[0] = sluice_exec_hdr(0x1004);
+    c[1] = sluice_mem_hdr(0x1004, 3, 1);
     c[2] = 0xa0;
     c[3] = 0x2a;
-    c[1] = sluice_mem_hdr(0x1004, 3, 1);
-    c[4] = sluice_exec_hdr(0x1008);
-    c[6] = 0xb0; /* a store whose record is half written: its header is still 0 */
-    c[7] = 0x2b;
+    slot.cursor += 4;
+    *slot.written = (uint64_t)(uintptr_t)slot.cursor; /* the next TB starts, is killed in */
+    slot.cursor[0] = sluice_exec_hdr(0x1008);
+    slot.cursor++;
     cr_assert_eq(ring_reader__avail(&r), 8);
-    cr_assert_eq(ring_reader__salvage(&r), 5 * 8, "%s", r.err);
+    cr_assert_eq(ring_reader__salvage(&r), 4 * 8, "%s", r.err);
     n = ring_reader__take(&r, &w, &at);
-    cr_assert_eq(n, 6 * 8, "%s", r.err);
-    cr_assert_eq(w[5], sluice_exec_hdr(0x1008));
+    cr_assert_eq(n, 5 * 8, "%s", r.err);
+    cr_assert_eq(w[1], sluice_exec_hdr(0x1004));
+    cr_assert_eq(w[2], sluice_mem_hdr(0x1004, 3, 1));
     cr_assert_eq(ring_reader__avail(&r), 0);
+    ring_reader__close(&r);
+    ring_destroy(ring, 1);
+    arena_forget();
+}
+
+/* A written_addr that is no address of the data area recovers nothing. */
+Test(ring_pair, salvage_ignores_a_bad_written_address)
+{
+    struct sluice_thread_slot slot = {0};
+    struct ring_reader r;
+    struct ring *ring;
+
+    cr_assert_eq(arena_open(), 0);
+    ring = ring_create(RING_SIZE, 1, 2, 0, "x86_64", "pair", 0, &slot);
+    cr_assert_not_null(ring);
+    cr_assert_eq(ring_reader__open(&r, arena_fd(), ring->offset, 0), 0, "%s", r.err);
+    slot.cursor[0] = sluice_exec_hdr(0x1000);
+    slot.cursor[1] = sluice_exec_hdr(0x1004);
+    *slot.written = ring->hdr->data_addr + 2 * RING_SIZE; /* past the second mapping */
+    cr_assert_eq(ring_reader__salvage(&r), 0);
+    *slot.written = ring->hdr->data_addr + 12; /* unaligned */
+    cr_assert_eq(ring_reader__salvage(&r), 0);
+    *slot.written = ring->hdr->data_addr + 16;
+    cr_assert_eq(ring_reader__salvage(&r), 16, "the same ring, a good address");
     ring_reader__close(&r);
     ring_destroy(ring, 1);
     arena_forget();
