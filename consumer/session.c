@@ -48,9 +48,7 @@ struct ring_state {
     struct order_ring ord;  /* ordering state; order_ring pointers map back here */
     struct order_entry end; /* the end-of-ring marker, pushed once by the reader */
     struct sluice_session *s;
-    struct ring_reader rd;
-    pthread_t thread;
-    int thread_started;
+    struct ring_reader rd; /* unmapped once the ring has ended (on_end), under rings_lock */
     struct sluice_thread_info info;
     char arch[16];
     char comm[16];
@@ -78,6 +76,14 @@ struct sluice_session {
     struct workq wq;
     struct order ord;
     pthread_mutex_t err_lock;
+    /* Ended rings are unmapped by the ordering thread while the control
+     * thread may wake the others: rings_lock orders the two. It also
+     * guards readers_live, the reader threads not yet finished (they are
+     * detached: a guest making and ending threads by the thousand must
+     * not leave a stack and a mapping behind for each). */
+    pthread_mutex_t rings_lock;
+    pthread_cond_t readers_done;
+    unsigned readers_live;
     int err_code; /* first error, negative errno */
     char err[256];
 };
@@ -131,6 +137,8 @@ struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callb
     }
     s->rings_tail = &s->rings;
     pthread_mutex_init(&s->err_lock, NULL);
+    pthread_mutex_init(&s->rings_lock, NULL);
+    pthread_cond_init(&s->readers_done, NULL);
     err = ctl_send_hello(ctl_fd, s->lossless);
     if (err) {
         sluice_session__free(s);
@@ -216,6 +224,11 @@ static void on_end(void *ctx, struct order_ring *o)
     if (s->cb.thread) {
         s->cb.thread(s->cb.user, &r->info, 0);
     }
+    /* Every span was delivered and given back, and the reader is done:
+     * the ring's pages go now, not when the session ends. */
+    pthread_mutex_lock(&s->rings_lock);
+    ring_reader__close(&r->rd);
+    pthread_mutex_unlock(&s->rings_lock);
 }
 
 /* --- workers ------------------------------------------------------------- */
@@ -323,6 +336,11 @@ static void *ring_thread(void *arg)
     r->end.seq = r->seq;
     r->end.last = 1;
     order__push(&r->s->ord, &r->end);
+    pthread_mutex_lock(&r->s->rings_lock);
+    if (--r->s->readers_live == 0) {
+        pthread_cond_signal(&r->s->readers_done);
+    }
+    pthread_mutex_unlock(&r->s->rings_lock);
     return NULL;
 }
 
@@ -376,6 +394,23 @@ static int check_announced(struct sluice_session *s, struct ring_state *r,
     return 0;
 }
 
+/* Start @p r's reader thread, detached; 0 or a positive errno. */
+static int start_reader(struct sluice_session *s, struct ring_state *r)
+{
+    pthread_attr_t attr;
+    pthread_t th;
+    int err;
+
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_mutex_lock(&s->rings_lock);
+    err = pthread_create(&th, &attr, ring_thread, r);
+    s->readers_live += err == 0;
+    pthread_mutex_unlock(&s->rings_lock);
+    pthread_attr_destroy(&attr);
+    return err;
+}
+
 static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, int fd)
 {
     struct ring_state *r = calloc(1, sizeof(*r));
@@ -406,14 +441,13 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
     r->info = (struct sluice_thread_info){r->rd.hdr->pid, r->rd.hdr->tid,
                                           r->rd.hdr->seq, r->rd.hdr->big_endian != 0,
                                           r->arch,        r->comm};
-    err = pthread_create(&r->thread, NULL, ring_thread, r);
+    err = start_reader(s, r);
     if (err) {
         set_error(s, -err, "tid %u: starting reader thread: %s", m->tid, strerror(err));
         ring_reader__close(&r->rd);
         free(r);
         return;
     }
-    r->thread_started = 1;
     *s->rings_tail = r;
     s->rings_tail = &r->next;
     s->n_rings++;
@@ -472,9 +506,13 @@ static void receive_rings(struct sluice_session *s)
     }
     /* Release pairs with ring_ended(): readers that see eof see final heads. */
     __atomic_store_n(&s->eof, 1, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&s->rings_lock);
     for (struct ring_state *r = s->rings; r; r = r->next) {
-        ring_reader__wake(&r->rd); /* a killed producer will not */
+        if (r->rd.hdr) {
+            ring_reader__wake(&r->rd); /* a killed producer will not */
+        }
     }
+    pthread_mutex_unlock(&s->rings_lock);
 }
 
 static int start_stages(struct sluice_session *s)
@@ -514,10 +552,11 @@ int sluice_session__run(struct sluice_session *s)
         return err;
     }
     receive_rings(s);
-    for (r = s->rings; r; r = r->next) {
-        pthread_join(r->thread, NULL);
-        r->thread_started = 0;
+    pthread_mutex_lock(&s->rings_lock);
+    while (s->readers_live > 0) {
+        pthread_cond_wait(&s->readers_done, &s->rings_lock);
     }
+    pthread_mutex_unlock(&s->rings_lock);
     workq__finish(&s->wq);  /* every chunk decoded and pushed */
     order__finish(&s->ord); /* every chunk delivered and back in the pool */
     chunk_pool__destroy(&s->pool);
@@ -598,5 +637,7 @@ void sluice_session__free(struct sluice_session *s)
         close(s->fd);
     }
     pthread_mutex_destroy(&s->err_lock);
+    pthread_mutex_destroy(&s->rings_lock);
+    pthread_cond_destroy(&s->readers_done);
     free(s);
 }

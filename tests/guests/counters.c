@@ -21,6 +21,7 @@
  *   closefds N        close 3..1023 one by one, close_range(3, ~0U, 0), dup2(0, fd) and
  *                     close for a few fds in 900..1023, printing the results; then 4
  *                     threads and 2 forked children bump N times each
+ *   churn N           N threads one after another, each bumps its counter 100 times
  *   threads N         N threads live at once (barrier), each bumps 100 times, barrier,
  *                     exit; main prints the descriptor open("/dev/null") returns
  *   environ           print /proc/self/environ and environ (sorted)
@@ -271,6 +272,32 @@ static void *barrier_bump(void *arg)
     return NULL;
 }
 
+static void *bump100(void *arg)
+{
+    for (unsigned i = 0; i < 100; i++) {
+        bump(arg);
+    }
+    return NULL;
+}
+
+/* N threads one after another, each bumping its own counter 100 times. */
+static int mode_churn(unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        pthread_t t;
+        int rc = pthread_create(&t, NULL, bump100, (void *)counter(i));
+
+        if (rc != 0) {
+            printf("pthread_create %u of %u: %s\n", i, n, strerror(rc));
+            fflush(stdout);
+            _exit(1);
+        }
+        pthread_join(t, NULL);
+    }
+    printf("%u threads, one after another\n", n);
+    return 0;
+}
+
 static int mode_threads(unsigned n)
 {
     pthread_t *t = calloc(n, sizeof(*t));
@@ -437,6 +464,9 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "threads") == 0) {
         map_counters(argv[2], (unsigned)n);
         return mode_threads((unsigned)n);
+    } else if (strcmp(mode, "churn") == 0) {
+        map_counters(argv[2], (unsigned)n);
+        return mode_churn((unsigned)n);
     } else if (strcmp(mode, "environ") == 0) {
         map_counters(argv[2], 0);
         return mode_environ();
