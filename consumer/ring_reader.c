@@ -165,15 +165,22 @@ static uint64_t head_of(const struct ring_reader *r)
     return r->salvaged > head ? r->salvaged : head;
 }
 
-/* The position the producer's written_addr names, or head if it names none. */
+/*
+ * The position the producer's written_addr names, or head if it names
+ * none. What a producer wrote past head lies in its last grant, which
+ * never crosses a chunk boundary (record.h): a position past the next
+ * boundary is a stale or forged address, and names nothing.
+ */
 static uint64_t written_pos(const struct ring_reader *r, uint64_t head)
 {
     uint64_t off = __atomic_load_n(&r->hdr->written_addr, __ATOMIC_ACQUIRE) - r->hdr->data_addr;
+    uint64_t pos = head + ((off - head) & (r->size - 1));
+    uint64_t boundary = (head | (SLUICE_CHUNK_BYTES - 1)) + 1;
 
-    if (off >= 2 * r->size || (off & 7) != 0) {
-        return head; /* not an address in the producer's mapping of the data */
+    if (off >= 2 * r->size || (off & 7) != 0 || pos > boundary) {
+        return head;
     }
-    return head + ((off - head) & (r->size - 1));
+    return pos;
 }
 
 int64_t ring_reader__salvage(struct ring_reader *r)

@@ -57,9 +57,7 @@ static void host_print(void *user, const char *msg, size_t len)
     }
     slot->cursor[words - 1] = 0; /* zero padding */
     memcpy(slot->cursor + 1, msg, len);
-    /* Header last (see ring.h: a killed producer leaves a zero header). */
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    *(volatile uint64_t *)slot->cursor = sluice_text_hdr(len);
+    slot->cursor[0] = sluice_text_hdr(len);
     slot->cursor += words;
 }
 

@@ -175,7 +175,12 @@ void ring_publish(struct ring *r)
         abort();
     }
     r->head += n;
-    /* Pairs with the consumer's acquire load of head. */
+    /* written_addr goes first: it must never name a position behind head,
+     * or a consumer draining us after a kill right here would take the
+     * ring's older lap for new records (record.h). */
+    __atomic_store_n(&r->hdr->written_addr,
+                     (uint64_t)(uintptr_t)(r->data + (r->head & (r->size - 1))), __ATOMIC_RELAXED);
+    /* Pairs with the consumer's acquire load of head (and orders the store above before it). */
     __atomic_store_n(&r->hdr->head, r->head, __ATOMIC_RELEASE);
     /* Seq-cst: order the head store before reading consumers_waiting (Dekker with the reader). */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -187,8 +192,6 @@ void ring_publish(struct ring *r)
     was = (uint8_t *)r->slot->cursor;
     r->slot->cursor = (uint64_t *)(r->data + (r->head & (r->size - 1)));
     r->slot->limit = (uint64_t *)((uint8_t *)r->slot->limit - (was - (uint8_t *)r->slot->cursor));
-    /* Never behind head (record.h): what TB starts store is then ahead. */
-    r->hdr->written_addr = (uint64_t)(uintptr_t)r->slot->cursor;
 }
 
 /*

@@ -30,10 +30,13 @@
  * bytes (guest byte order already undone, i.e. the value the guest program
  * sees in a register); the upper bytes are unspecified and the consumer
  * library masks them. Records made by QEMU helpers (atomics under
- * CF_PARALLEL, target helpers such as SVE or fxsave) carry their
- * instruction's PC like inline ones. (Format 1 wrote PC 0 for "the
- * preceding EXEC record's"; since format 3 a MEM record's PC is always its
- * instruction's, 0 included.)
+ * CF_PARALLEL, target helpers that access memory one access at a time,
+ * such as SVE loads and stores) carry their instruction's PC like inline
+ * ones. Known gap: helpers that write guest memory through a host pointer
+ * from probe_access() (x86 fxsave/xsave/fnsave and their restores, aarch64
+ * DC ZVA) make no records, under QEMU's plugin API neither. (Format 1
+ * wrote PC 0 for "the preceding EXEC record's"; since format 3 a MEM
+ * record's PC is always its instruction's, 0 included.)
  *
  * With a filter, any record may be absent: an instruction's MEM records
  * need not follow an EXEC record of the same PC.
@@ -231,9 +234,11 @@ struct sluice_ring_hdr {
     /**
      * The write cursor as the producer's own address, stored by translated
      * code at the start of every translation block and by the producer at
-     * every publish: every record before it is whole. Read only to drain a
-     * producer that died without publishing (SIGKILL): its position is the
-     * one in [head, head + data_size) at that offset from data_addr.
+     * every publish, before head: every record before it is whole, and it
+     * never names a position behind head. Read only to drain a producer
+     * that died without publishing (SIGKILL): its position is the one in
+     * [head, head + data_size) at that offset from data_addr, and one past
+     * the chunk boundary after head (where no grant reaches) names none.
      */
     uint64_t written_addr;
     /** The producer's address of the data area (for written_addr). */

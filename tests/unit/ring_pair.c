@@ -200,3 +200,35 @@ Test(ring_pair, salvage_ignores_a_bad_written_address)
     ring_destroy(ring, 1);
     arena_forget();
 }
+
+/*
+ * A written_addr behind head (a producer killed inside a publish that
+ * stored head first did leave one): taken at face value it names the
+ * ring's older lap, nearly a ring of stale records. Past head, records
+ * lie within one grant, never past the next chunk boundary: such a
+ * position names nothing.
+ */
+Test(ring_pair, salvage_takes_nothing_from_a_written_address_behind_head)
+{
+    struct sluice_thread_slot slot = {0};
+    struct ring_reader r;
+    struct ring *ring;
+    uint64_t *data;
+
+    cr_assert_eq(arena_open(), 0);
+    ring = ring_create(4 * RING_SIZE, 1, 2, 0, "x86_64", "pair", 0, &slot);
+    cr_assert_not_null(ring);
+    cr_assert_eq(ring_reader__open(&r, arena_fd(), ring->offset, 0), 0, "%s", r.err);
+    data = slot.cursor;
+    for (unsigned i = 0; i < 4 * RING_SIZE / 8; i++) {
+        data[i] = sluice_exec_hdr(0xdead000 + i); /* what "an earlier lap" left */
+    }
+    slot.cursor += 3;
+    ring_publish(ring);
+    cr_assert_eq(ring->hdr->written_addr, (uint64_t)(uintptr_t)slot.cursor, "kept at the cursor");
+    *slot.written = (uint64_t)(uintptr_t)(data + 1); /* two words behind head */
+    cr_assert_eq(ring_reader__salvage(&r), 0, "%s", r.err);
+    ring_reader__close(&r);
+    ring_destroy(ring, 1);
+    arena_forget();
+}
