@@ -38,7 +38,7 @@ static struct chunk *chunk_alloc(size_t item_size)
     if (!c) {
         return NULL;
     }
-    c->items = item_size ? malloc(CHUNK_BYTES / 8 * item_size) : NULL;
+    c->items = item_size ? malloc(SLUICE_CHUNK_BYTES / 8 * item_size) : NULL;
     if (item_size && !c->items) {
         chunk_free(c);
         return NULL;

@@ -21,9 +21,6 @@
 #include "sluice/consumer.h"
 #include "sluice/record.h"
 
-/** Bytes of records per chunk at most (spans end at chunk boundaries, record.h). */
-#define CHUNK_BYTES SLUICE_CHUNK_BYTES
-
 /** Why a chunk's decode ended early (chunk.bad). */
 enum chunk_bad {
     CHUNK_BAD_HEADER = 1,   /**< a header word that is no valid record */
@@ -58,7 +55,8 @@ struct chunk_pool {
 
 /**
  * Make a pool of at most @p max chunks (allocated on demand), each with room
- * for CHUNK_BYTES / 8 items of @p item_size bytes.
+ * for SLUICE_CHUNK_BYTES / 8 items of @p item_size bytes (a span holds at
+ * most SLUICE_CHUNK_BYTES of records: they end at chunk boundaries, record.h).
  */
 void chunk_pool__init(struct chunk_pool *p, unsigned max, size_t item_size);
 

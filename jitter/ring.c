@@ -30,10 +30,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Grants end at the next chunk boundary (record.h), so we publish at least
- * this often (bytes) and consumers work on chunks in parallel. */
-#define CHUNK_BYTES SLUICE_CHUNK_BYTES
-
 /* Where a slot whose ring is gone stores its cursor (nobody reads it). */
 static uint64_t dead_written;
 
@@ -119,7 +115,7 @@ struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq
     r->hdr->written_addr = (uint64_t)(uintptr_t)r->data;
     slot->written = &r->hdr->written_addr;
     slot->cursor = (uint64_t *)r->data;
-    slot->limit = (uint64_t *)(r->data + CHUNK_BYTES - 8); /* up to the first boundary */
+    slot->limit = (uint64_t *)(r->data + SLUICE_CHUNK_BYTES - 8); /* up to the first boundary */
     slot->ring = r;
     return r;
 }
@@ -290,14 +286,17 @@ void ring_reserve(struct ring *r, uint64_t need)
     /* Grants end a word short: the cursor stays less than a ring ahead of
      * head, so written_addr names one position (record.h). */
     need += 8;
-    room = CHUNK_BYTES - (r->head & (CHUNK_BYTES - 1)); /* to the next boundary, > 0 */
+    /* Bytes to the next chunk boundary, > 0. */
+    room = SLUICE_CHUNK_BYTES - (r->head & (SLUICE_CHUNK_BYTES - 1));
     if (need > room) {
         pad_to_boundary(r, room, need);
-        room = CHUNK_BYTES;
+        room = SLUICE_CHUNK_BYTES;
     }
     avail = wait_free(r, need);
     if (avail > room) {
-        avail = room; /* a grant never crosses a boundary */
+        /* A grant never crosses a boundary: we publish at least once a
+         * chunk, and consumers decode chunks in parallel. */
+        avail = room;
     }
     r->slot->limit = (uint64_t *)((uint8_t *)r->slot->cursor + avail - 8);
 }
