@@ -25,13 +25,16 @@
  * 4 — the slot's `written`: translated code stores the cursor there at
  * every TB start (the jitter no longer zeroes the ring ahead of it); inside
  * a TB the cursor may be in a host register.
+ * 5 — block encoding: lift_block (at TB end the jitter may replace the
+ * TB's EXEC records by one BLOCK record), the slot's `block_at`, and
+ * tb_exit (how far a TB left by a longjmp got).
  */
 #ifndef SLUICE_JITTER_ABI_H
 #define SLUICE_JITTER_ABI_H
 
 #include <stdint.h>
 
-#define SLUICE_JITTER_ABI_VERSION 4u
+#define SLUICE_JITTER_ABI_VERSION 5u
 
 /**
  * Per-vCPU producer state. It lives in QEMU's CPUNegativeOffsetState
@@ -63,6 +66,15 @@ struct sluice_thread_slot {
      * publishes. Never NULL while translated code may run.
      */
     uint64_t *written;
+    /**
+     * The BLOCK record of the TB that may be running: translated code
+     * stores its address here right after writing it at TB start, and
+     * stores NULL before a TB-start reserve() (the block before is over).
+     * The jitter reads it in reserve() (a block in flight is neither
+     * published nor split but at a chunk boundary) and in tb_exit(), and
+     * clears it once the block is over.
+     */
+    uint64_t *block_at;
 };
 
 /** helper_mem: record the helpers' loads. */
@@ -88,6 +100,15 @@ struct sluice_lift_insn {
     uint32_t length;   /**< bytes (db->pc_next - pc, or the recorded length of a fake insn) */
     uint32_t flags;    /**< SLUICE_LIFT_* bits */
     uint8_t bytes[16]; /**< first min(length, 16) bytes; the rest 0 */
+};
+
+/** A TB QEMU has lifted, at its end (translator_loop, after tb_stop). */
+struct sluice_lift_block {
+    uint32_t n;           /**< instructions, 1..SLUICE_BLOCK_MAX_INSNS */
+    uint32_t reserved;    /**< 0 */
+    const uint64_t *pc;   /**< n guest PCs in program order */
+    const uint8_t *len;   /**< n lengths in bytes */
+    const uint8_t *hook;  /**< n hook_inst answers (sluice_hook_inst) */
 };
 
 /** What QEMU tells the jitter at load. */
@@ -174,6 +195,22 @@ struct sluice_jitter_ops {
      * @return 1 for the first hit, 0 otherwise.
      */
     int (*once_hit)(uint64_t pc);
+    /**
+     * Lift time, once per TB, when it is complete: may the TB write one
+     * BLOCK record (record.h) instead of its EXEC records?
+     * @return the BLOCK header word QEMU makes the TB write at its start
+     *         (the TB's EXEC records are then dropped), or 0: keep the
+     *         EXEC records. Never fails.
+     */
+    uint64_t (*lift_block)(struct sluice_thread_slot *slot, const struct sluice_lift_block *b);
+    /**
+     * vCPU, after a longjmp out of translated code (cpu_exec's
+     * cpu_exec_longjmp_cleanup), when slot->block_at is not NULL: @p pc is
+     * the guest PC QEMU restored, that of the instruction that left
+     * (it started, so it counts). The jitter rewrites the block's `to`
+     * and clears block_at.
+     */
+    void (*tb_exit)(struct sluice_thread_slot *slot, uint64_t pc);
     /**
      * Any thread, mmap_lock held: the guest range [start, start + len)
      * (bytes, page-aligned) is now mapped; @p fd is the file (still open

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /**
  * @file record.h
- * @brief sluice trace records and the shared ring layout (format version 3).
+ * @brief sluice trace records, the shared ring layout and the block table (format version 4).
  *
  * This header is shared by the QEMU patch (which emits records inline), the
  * jitter (which owns the rings) and the consumer library (which reads them).
@@ -21,6 +21,8 @@
  *   LOST          [hdr: count in bits 55..0]          1 word (written by the
  *                 jitter when records could not be kept; exact count)
  *   PAD           [hdr: words to skip in bits 55..0, including the header]
+ *   BLOCK         [hdr: to (55..46), from (45..36), block id (35..0)]  1 word
+ *                 (format 4: instructions from..to-1 of a block, see below)
  *   TEXT          [hdr: byte count n in bits 15..0][n bytes, zero-padded to
  *                 whole words]  1 + ceil(n / 8) words (a filter's
  *                 bpf_trace_printk message, in the lifting thread's ring)
@@ -40,6 +42,29 @@
  *
  * With a filter, any record may be absent: an instruction's MEM records
  * need not follow an EXEC record of the same PC.
+ *
+ * Blocks (format 4)
+ * -----------------
+ * When QEMU has lifted a translation block, the jitter may append its
+ * descriptor to the process's block table (below) and have the TB write one
+ * BLOCK record at its start instead of an EXEC record per instruction. A
+ * BLOCK record says: instructions `from` .. `to - 1` of descriptor `id` ran,
+ * in that order (from <= to <= n, at most SLUICE_BLOCK_MAX_INSNS). The
+ * records that follow it, up to the next record that is not MEM or EXEC
+ * (or the end of its span), are those instructions' own, in program order,
+ * and each names its instruction's PC, which is in the descriptor (a TB
+ * never holds the same PC twice). So a consumer delivers the exec event of
+ * each instruction the descriptor marks recorded, in order, just before the
+ * first record of a later instruction, and the rest when the block ends.
+ * An EXEC record inside a block (a SLUICE_HOOK_ONCE instruction's first
+ * hit) is that instruction's exec event; the descriptor does not mark it.
+ *
+ * A TB left early (a fault, an exception) has its record rewritten before
+ * it is published, so `to` counts the instructions that started, the one
+ * that faulted included, as EXEC records would. A block whose records reach
+ * a chunk boundary is cut there: its first part ends at the boundary and a
+ * second BLOCK record of the same id starts the next chunk (each chunk
+ * decodes alone).
  *
  * Loads are recorded after the access (the value is the loaded one); stores
  * are recorded after the access too, so an access that faults (SIGSEGV) is
@@ -77,8 +102,8 @@
 
 #include <stdint.h>
 
-/** Format version of records and ring header; bumped on any change. */
-#define SLUICE_FORMAT_VERSION 3u
+/** Format version of records, ring header and block table; bumped on any change. */
+#define SLUICE_FORMAT_VERSION 4u
 /** `magic` of a ring header: "SLUICERG" as little-endian bytes. */
 #define SLUICE_RING_MAGIC 0x4752454349554c53ull
 
@@ -88,6 +113,7 @@ enum sluice_tag {
     SLUICE_TAG_EXEC = 0x01, /**< one executed instruction at the PC */
     SLUICE_TAG_LOST = 0x02, /**< (bits 55..0) records were lost here */
     SLUICE_TAG_TEXT = 0x03, /**< a message of (bits 15..0) bytes follows */
+    SLUICE_TAG_BLOCK = 0x04, /**< instructions of a block descriptor, see sluice_block_hdr() */
     SLUICE_TAG_MEM = 0x10,  /**< base of the MEM tags, see sluice_mem_tag() */
 };
 
@@ -139,6 +165,39 @@ static inline uint64_t sluice_text_hdr(uint64_t len)
     return ((uint64_t)SLUICE_TAG_TEXT << SLUICE_TAG_SHIFT) | len;
 }
 
+/** Most instructions in one block descriptor (QEMU's TCG_MAX_INSNS). */
+#define SLUICE_BLOCK_MAX_INSNS 512u
+/** Block ids are word indexes into the block table's data, below 2^36. */
+#define SLUICE_BLOCK_ID_MASK ((1ull << 36) - 1)
+
+/**
+ * Header word of a BLOCK record: instructions @p from .. @p to - 1 of the
+ * descriptor at word @p id of the block table ran.
+ */
+static inline uint64_t sluice_block_hdr(uint64_t id, unsigned from, unsigned to)
+{
+    return ((uint64_t)SLUICE_TAG_BLOCK << SLUICE_TAG_SHIFT) | ((uint64_t)(to & 0x3ff) << 46) |
+           ((uint64_t)(from & 0x3ff) << 36) | (id & SLUICE_BLOCK_ID_MASK);
+}
+
+/** The descriptor's word index in a BLOCK header word. */
+static inline uint64_t sluice_block_id(uint64_t hdr)
+{
+    return hdr & SLUICE_BLOCK_ID_MASK;
+}
+
+/** The first instruction (index into the descriptor) a BLOCK header word covers. */
+static inline unsigned sluice_block_from(uint64_t hdr)
+{
+    return (unsigned)(hdr >> 36) & 0x3ff;
+}
+
+/** One past the last instruction a BLOCK header word covers. */
+static inline unsigned sluice_block_to(uint64_t hdr)
+{
+    return (unsigned)(hdr >> 46) & 0x3ff;
+}
+
 /** Whether @p tag is a MEM tag. */
 static inline int sluice_tag_is_mem(unsigned tag)
 {
@@ -153,7 +212,7 @@ static inline unsigned sluice_rec_words(uint64_t hdr)
 {
     unsigned tag = sluice_rec_tag(hdr);
 
-    if (tag == SLUICE_TAG_EXEC || tag == SLUICE_TAG_LOST) {
+    if (tag == SLUICE_TAG_EXEC || tag == SLUICE_TAG_LOST || tag == SLUICE_TAG_BLOCK) {
         return 1;
     }
     if (sluice_tag_is_mem(tag)) {
@@ -168,6 +227,51 @@ static inline unsigned sluice_rec_words(uint64_t hdr)
         return n > 0 && n <= (1u << 20) ? (unsigned)n : 0;
     }
     return 0;
+}
+
+/*
+ * Block table (format 4), one per guest process, in the process's arena
+ * (ctl.h) at the ring headers' `blocks_offset`; a consumer maps it
+ * read-only. Append-only while the process lives: an id, once in a record,
+ * always names the same descriptor, whatever QEMU later flushes or
+ * re-translates (a forked child starts with a copy of its parent's table,
+ * its code cache being a copy too).
+ *
+ *   blocks_offset  +SLUICE_BLOCKS_HDR_BYTES
+ *   +--------------+------------------------------------------+
+ *   | table header | data: 64-bit words, descriptors end to end |
+ *   +--------------+------------------------------------------+
+ *
+ * The descriptor at data word `id`, for a TB of n instructions:
+ *   word 0            n (bits 15..0), how many are marked recorded (31..16)
+ *   words 1 .. n      each instruction's guest PC, in program order
+ *   ceil(n / 8) words one byte per instruction, in order: its length in
+ *                     bytes (bits 6..0), 0x80 if its exec event is recorded
+ * The jitter writes a descriptor whole, then release-stores `used_words`
+ * past it, before QEMU publishes the TB to any vCPU: a consumer that sees a
+ * BLOCK record (acquire load of head) and then loads `used_words`
+ * (acquire) finds the descriptor complete.
+ */
+#define SLUICE_BLOCKS_MAGIC 0x5442454349554c53ull /**< "SLUICEBT" */
+/** Bytes of the block table's header; the data starts at this offset. */
+#define SLUICE_BLOCKS_HDR_BYTES 4096u
+/** Recorded-exec bit of a descriptor's byte. */
+#define SLUICE_BLOCK_RECORDED 0x80u
+
+/** Header of a block table. */
+struct sluice_blocks_hdr {
+    uint64_t magic;          /**< SLUICE_BLOCKS_MAGIC */
+    uint32_t version;        /**< SLUICE_FORMAT_VERSION */
+    uint32_t hdr_bytes;      /**< SLUICE_BLOCKS_HDR_BYTES */
+    uint64_t capacity_words; /**< data words the mapping holds */
+    /** Data words holding whole descriptors; release-stored by the jitter. */
+    uint64_t used_words;
+};
+
+/** Words of a descriptor of @p n instructions. */
+static inline uint64_t sluice_block_words(unsigned n)
+{
+    return 1 + (uint64_t)n + ((uint64_t)n + 7) / 8;
 }
 
 /** Positions that are multiples of this are record boundaries (see above). */
@@ -214,7 +318,11 @@ struct sluice_ring_hdr {
     char comm[16];       /**< guest program name, NUL-terminated */
     uint32_t big_endian; /**< guest byte order: 1 big, 0 little */
     uint32_t seq;        /**< per-process ring sequence number */
-    uint8_t pad0_[128 - 72];
+    /** File offset of the process's block table in the arena; 0 with blocks_bytes 0: none. */
+    uint64_t blocks_offset;
+    /** Bytes of the block table (header and data) to map. */
+    uint64_t blocks_bytes;
+    uint8_t pad0_[128 - 88];
 
     /* --- producer cache line --- */
     /** Bytes published; release-stored by the producer, acquire-loaded by consumers. */
