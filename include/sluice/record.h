@@ -21,7 +21,8 @@
  *   LOST          [hdr: count in bits 55..0]          1 word (written by the
  *                 jitter when records could not be kept; exact count)
  *   PAD           [hdr: words to skip in bits 55..0, including the header]
- *   BLOCK         [hdr: to (55..46), from (45..36), block id (35..0)]  1 word
+ *   BLOCK         [hdr: to (55..46), from (45..36), cont (35), block id (34..0)]
+ *                 1 word
  *                 (format 4: instructions from..to-1 of a block, see below)
  *   TEXT          [hdr: byte count n in bits 15..0][n bytes, zero-padded to
  *                 whole words]  1 + ceil(n / 8) words (a filter's
@@ -64,7 +65,9 @@
  * that faulted included, as EXEC records would. A block whose records reach
  * a chunk boundary is cut there: its first part ends at the boundary and a
  * second BLOCK record of the same id starts the next chunk (each chunk
- * decodes alone).
+ * decodes alone). When the instruction running at the cut has records on
+ * both sides, the second part starts at it with `cont` set: its exec event
+ * was delivered by the first part, and is not delivered again.
  *
  * Loads are recorded after the access (the value is the loaded one); stores
  * are recorded after the access too, so an access that faults (SIGSEGV) is
@@ -167,17 +170,26 @@ static inline uint64_t sluice_text_hdr(uint64_t len)
 
 /** Most instructions in one block descriptor (QEMU's TCG_MAX_INSNS). */
 #define SLUICE_BLOCK_MAX_INSNS 512u
-/** Block ids are word indexes into the block table's data, below 2^36. */
-#define SLUICE_BLOCK_ID_MASK ((1ull << 36) - 1)
+/** Block ids are word indexes into the block table's data, below 2^35. */
+#define SLUICE_BLOCK_ID_MASK ((1ull << 35) - 1)
+/** BLOCK header bit: instruction `from`'s exec event came with the part before. */
+#define SLUICE_BLOCK_CONT (1ull << 35)
 
 /**
  * Header word of a BLOCK record: instructions @p from .. @p to - 1 of the
- * descriptor at word @p id of the block table ran.
+ * descriptor at word @p id of the block table ran; @p cont: see above.
  */
-static inline uint64_t sluice_block_hdr(uint64_t id, unsigned from, unsigned to)
+static inline uint64_t sluice_block_hdr(uint64_t id, unsigned from, unsigned to, int cont)
 {
     return ((uint64_t)SLUICE_TAG_BLOCK << SLUICE_TAG_SHIFT) | ((uint64_t)(to & 0x3ff) << 46) |
-           ((uint64_t)(from & 0x3ff) << 36) | (id & SLUICE_BLOCK_ID_MASK);
+           ((uint64_t)(from & 0x3ff) << 36) | (cont ? SLUICE_BLOCK_CONT : 0) |
+           (id & SLUICE_BLOCK_ID_MASK);
+}
+
+/** Whether a BLOCK header word continues a block cut at a chunk boundary mid-instruction. */
+static inline int sluice_block_cont(uint64_t hdr)
+{
+    return (hdr & SLUICE_BLOCK_CONT) != 0;
 }
 
 /** The descriptor's word index in a BLOCK header word. */
