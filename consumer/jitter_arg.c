@@ -51,6 +51,9 @@ char *jitter_arg_format(const struct jitter_arg *a)
     for (i = 0; i < a->n_sets; i++) {
         put(f, SLUICE_OPT_SET, a->sets[i]);
     }
+    if (a->encoding) {
+        put(f, SLUICE_OPT_ENCODING, a->encoding);
+    }
     if (fclose(f) != 0) {
         free(out);
         return NULL;

@@ -65,7 +65,8 @@ static void usage(FILE *f)
                "  --workers N  decoding threads (default: online CPUs)\n"
                "environment: SLUICE_QEMU_DIR (holds bin/qemu-<arch>), SLUICE_JITTER (the jitter\n"
                "  library), SLUICE_RING_BYTES (ring per guest thread: a power of two, 256 KiB to\n"
-               "  1 GiB, default 16 MiB)\n");
+               "  1 GiB, default 16 MiB), SLUICE_ENCODING (block, the default: one record per\n"
+               "  translated block; insn: one per instruction; the same events either way)\n");
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -180,6 +181,7 @@ struct run_paths {
     char qemu[PATH_MAX];
     char jitter[PATH_MAX];
     uint64_t ring_bytes;
+    const char *encoding; /* SLUICE_ENCODING, or NULL */
 };
 
 static int resolve(const struct run_args *a, struct run_paths *p)
@@ -194,6 +196,12 @@ static int resolve(const struct run_args *a, struct run_paths *p)
             stderr,
             "sluice: %s=%s: need a power of two from %llu to %llu bytes (or with K, M, G: 16M)\n",
             SLUICE_RING_BYTES_ENV, ring_bytes, SLUICE_RING_BYTES_MIN, SLUICE_RING_BYTES_MAX);
+        return -1;
+    }
+    p->encoding = getenv(SLUICE_ENCODING_ENV);
+    if (p->encoding && strcmp(p->encoding, "block") != 0 && strcmp(p->encoding, "insn") != 0) {
+        fprintf(stderr, "sluice: %s=%s: want block (the default) or insn\n", SLUICE_ENCODING_ENV,
+                p->encoding);
         return -1;
     }
     /* What QEMU would fail on once started is checked here, so that it fails
@@ -242,6 +250,7 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
         .filter_name = a->filter.path,
         .sets = a->filter.sets,
         .n_sets = a->filter.n_sets,
+        .encoding = p->encoding,
     });
     if (!jarg) {
         fprintf(stderr, "sluice: %s: %s\n", p->jitter,

@@ -8,6 +8,7 @@
  * exit, exec, fork), never by translated code.
  */
 #include "arena.h"
+#include "blocks.h"
 #include "ctl.h"
 #include "fds.h"
 #include "image.h"
@@ -60,6 +61,9 @@ static int j_init(const struct sluice_host_info *info)
     }
     J.ring_bytes = o.ring_bytes;
     err = arena_open();
+    if (err == 0) {
+        err = blocks_open(!o.per_insn);
+    }
     if (err < 0) {
         fprintf(stderr, "sluice-jitter: cannot create the ring arena: %s\n", strerror(-err));
         return err;
@@ -98,7 +102,7 @@ static void j_reserve(struct sluice_thread_slot *slot, uint64_t need)
 
 static void j_publish(struct sluice_thread_slot *slot)
 {
-    ring_publish(slot->ring);
+    ring_publish_all(slot->ring);
 }
 
 static void j_thread_exit(struct sluice_thread_slot *slot)
@@ -126,13 +130,14 @@ static void close_ring(struct ring *r, void *arg)
 static void publish_ring(struct ring *r, void *arg)
 {
     (void)arg;
-    ring_publish(r);
+    ring_publish_all(r);
 }
 
 static void j_process_exit(int status)
 {
     (void)status;
     lift_report();
+    blocks_report();
     jitter_for_each_ring(close_ring, NULL);
 }
 
@@ -177,6 +182,9 @@ static void j_fork_end(int child, struct sluice_thread_slot *slot, uint32_t tid)
     /* The parent's arena is the parent's: the child's rings go in a new one. */
     arena_forget();
     err = arena_open();
+    if (err == 0) {
+        err = blocks_after_fork_child();
+    }
     if (err < 0) {
         fprintf(stderr, "sluice-jitter: cannot create the ring arena of child %u: %s\n", tid,
                 strerror(-err));
@@ -184,6 +192,34 @@ static void j_fork_end(int child, struct sluice_thread_slot *slot, uint32_t tid)
     }
     ctl_after_fork_child();
     j_thread_start(slot, tid);
+}
+
+static uint64_t j_lift_block(struct sluice_thread_slot *slot, const struct sluice_lift_block *b)
+{
+    (void)slot;
+    return blocks_lift(b);
+}
+
+/* A longjmp left the TB at @p pc: its block ran up to that instruction, included. */
+static void j_tb_exit(struct sluice_thread_slot *slot, uint64_t pc)
+{
+    struct ring *r = slot->ring;
+    uint64_t *at = slot->block_at, hdr;
+    int j;
+
+    slot->block_at = NULL;
+    if (!r || (uint8_t *)at < r->data || (uint8_t *)at >= r->data + 2 * r->size) {
+        return;
+    }
+    hdr = *at;
+    if (sluice_rec_tag(hdr) != SLUICE_TAG_BLOCK) {
+        return;
+    }
+    j = blocks_index(sluice_block_id(hdr), sluice_block_from(hdr), sluice_block_to(hdr), pc);
+    if (j >= 0) {
+        *at = sluice_block_hdr(sluice_block_id(hdr), sluice_block_from(hdr), (unsigned)j + 1,
+                               sluice_block_cont(hdr));
+    }
 }
 
 static void j_mmap(uint64_t start, uint64_t len, int prot, int flags, int fd, uint64_t offset)
@@ -208,6 +244,8 @@ __attribute__((visibility("default"))) const struct sluice_jitter_ops sluice_jit
     .hook_inst = lift_hook_inst,
     .hook_mem = lift_hook_mem,
     .once_hit = lift_once_hit,
+    .lift_block = j_lift_block,
+    .tb_exit = j_tb_exit,
     .mmap = j_mmap,
     .munmap = image_munmap,
     .fd_next = fds_next,

@@ -65,6 +65,11 @@ static int set_item(struct jitter_opts *o, const char *key, char *val, const cha
         o->filter = val;
     } else if (strcmp(key, SLUICE_OPT_FILTER_NAME) == 0) {
         o->filter_name = val;
+    } else if (strcmp(key, SLUICE_OPT_ENCODING) == 0) {
+        if (strcmp(val, "block") != 0 && strcmp(val, "insn") != 0) {
+            return bad(item, "want encoding=block or encoding=insn");
+        }
+        o->per_insn = strcmp(val, "insn") == 0;
     } else if (strcmp(key, SLUICE_OPT_SET) == 0) {
         char *eq = strchr(val, '=');
         if (!eq || eq == val) {

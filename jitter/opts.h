@@ -26,6 +26,7 @@ struct jitter_opts {
     const char *filter_name;               /**< the filter's name in messages (default: filter) */
     struct filter_set sets[OPTS_MAX_SETS]; /**< its --set values, in order */
     size_t n_sets;
+    int per_insn; /**< encoding=insn: EXEC records only, no block table */
 };
 
 /**

@@ -16,6 +16,7 @@
 #include "ring.h"
 
 #include "arena.h"
+#include "blocks.h"
 #include "fds.h"
 
 #include <errno.h>
@@ -110,6 +111,7 @@ struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq
         return NULL;
     }
     fill_hdr(r->hdr, size, pid, tid, seq, arch, comm, big_endian);
+    blocks_where(&r->hdr->blocks_offset, &r->hdr->blocks_bytes);
     r->slot = slot;
     r->hdr->data_addr = (uint64_t)(uintptr_t)r->data;
     r->hdr->written_addr = (uint64_t)(uintptr_t)r->data;
@@ -156,15 +158,31 @@ static uint64_t written(const struct ring *r)
     return (uint64_t)((const uint8_t *)r->slot->cursor - start);
 }
 
+/*
+ * Bytes at the end of what is written that belong to the block in flight
+ * (from its BLOCK record to the cursor): not published, since the record
+ * may still be rewritten (tb_exit, or a cut at a chunk boundary).
+ */
+static uint64_t held(const struct ring *r)
+{
+    const uint8_t *b = (const uint8_t *)r->slot->block_at;
+    const uint8_t *start = r->data + (r->head & (r->size - 1));
+
+    if (!b || b < start || b >= (const uint8_t *)r->slot->cursor) {
+        return 0;
+    }
+    return (uint64_t)((const uint8_t *)r->slot->cursor - b);
+}
+
 void ring_publish(struct ring *r)
 {
-    uint64_t n = written(r);
+    uint64_t keep = held(r), n = written(r) - keep;
     uint8_t *was;
 
     if (n == 0) {
         return;
     }
-    if (n > r->size) {
+    if (n + keep > r->size) {
         /* Cannot happen unless translated code overran its reservation. */
         fprintf(stderr, "sluice: ring of tid %u overran (%llu bytes)\n", r->hdr->tid,
                 (unsigned long long)n);
@@ -184,10 +202,20 @@ void ring_publish(struct ring *r)
         __atomic_fetch_add(&r->hdr->head_futex, 1, __ATOMIC_RELEASE);
         futex(&r->hdr->head_futex, FUTEX_WAKE, INT_MAX, NULL);
     }
-    /* Back into the first mapping; the limit moves with the cursor. */
+    /* Back into the first mapping; the limit and a held block move with the cursor. */
     was = (uint8_t *)r->slot->cursor;
-    r->slot->cursor = (uint64_t *)(r->data + (r->head & (r->size - 1)));
+    r->slot->cursor = (uint64_t *)(r->data + (r->head & (r->size - 1)) + keep);
     r->slot->limit = (uint64_t *)((uint8_t *)r->slot->limit - (was - (uint8_t *)r->slot->cursor));
+    if (keep) {
+        r->slot->block_at = (uint64_t *)((uint8_t *)r->slot->cursor - keep);
+    }
+}
+
+void ring_publish_all(struct ring *r)
+{
+    /* Outside translated code: the last block is over. */
+    r->slot->block_at = NULL;
+    ring_publish(r);
 }
 
 /*
@@ -275,9 +303,57 @@ static void pad_to_boundary(struct ring *r, uint64_t room, uint64_t need)
     ring_publish(r);
 }
 
+/*
+ * Where the block in flight has got: one past the instruction of its last
+ * record, or the block's start if none yet; *@p mid: that instruction
+ * still runs and may add records (cut there, it continues, record.h).
+ */
+static unsigned block_progress(const struct ring *r, uint64_t hdr, int *mid)
+{
+    const uint64_t *w = r->slot->block_at + 1, *end = r->slot->cursor;
+    unsigned from = sluice_block_from(hdr), to = sluice_block_to(hdr);
+    uint64_t pc = 0;
+    int j, seen = 0;
+
+    while (w < end) {
+        unsigned len = sluice_rec_words(*w), tag = sluice_rec_tag(*w);
+
+        if (len == 0 || !(tag == SLUICE_TAG_EXEC || sluice_tag_is_mem(tag))) {
+            break;
+        }
+        pc = sluice_rec_payload(*w);
+        seen = 1;
+        w += len;
+    }
+    j = seen ? blocks_index(sluice_block_id(hdr), from, to, pc) : -1;
+    *mid = j >= 0;
+    return j >= 0 ? (unsigned)j : from;
+}
+
+/*
+ * The block in flight reaches a chunk boundary: end its record at what
+ * ran so far, pad and publish up to the boundary, and start the rest of
+ * the block with a new record of the same id right after it.
+ */
+static void cut_block(struct ring *r, uint64_t room, uint64_t need)
+{
+    uint64_t hdr = *r->slot->block_at, id = sluice_block_id(hdr);
+    unsigned from = sluice_block_from(hdr), to = sluice_block_to(hdr), at;
+    int mid, cont = sluice_block_cont(hdr);
+
+    at = block_progress(r, hdr, &mid);
+    /* The first part: up to the running instruction, included if it has records here. */
+    *r->slot->block_at = sluice_block_hdr(id, from, mid ? at + 1 : from, cont);
+    r->slot->block_at = NULL;
+    ring_publish(r);
+    pad_to_boundary(r, room, need);
+    *r->slot->cursor = sluice_block_hdr(id, at, to, mid ? 1 : cont);
+    r->slot->block_at = r->slot->cursor++;
+}
+
 void ring_reserve(struct ring *r, uint64_t need)
 {
-    uint64_t avail, room;
+    uint64_t avail, room, keep;
 
     while (__atomic_load_n(&r->final, __ATOMIC_ACQUIRE)) {
         pause(); /* the process is exiting: wait here to be ended with it */
@@ -286,13 +362,19 @@ void ring_reserve(struct ring *r, uint64_t need)
     /* Grants end a word short: the cursor stays less than a ring ahead of
      * head, so written_addr names one position (record.h). */
     need += 8;
-    /* Bytes to the next chunk boundary, > 0. */
-    room = SLUICE_CHUNK_BYTES - (r->head & (SLUICE_CHUNK_BYTES - 1));
+    keep = held(r);
+    /* Bytes from the cursor to the next chunk boundary, > 0. */
+    room = SLUICE_CHUNK_BYTES - ((r->head + keep) & (SLUICE_CHUNK_BYTES - 1));
     if (need > room) {
-        pad_to_boundary(r, room, need);
-        room = SLUICE_CHUNK_BYTES;
+        if (keep) {
+            cut_block(r, room, need + 8); /* and the new record's word */
+        } else {
+            pad_to_boundary(r, room, need);
+        }
+        keep = held(r);
+        room = SLUICE_CHUNK_BYTES - keep;
     }
-    avail = wait_free(r, need);
+    avail = wait_free(r, need + keep) - keep;
     if (avail > room) {
         /* A grant never crosses a boundary: we publish at least once a
          * chunk, and consumers decode chunks in parallel. */
@@ -303,7 +385,7 @@ void ring_reserve(struct ring *r, uint64_t need)
 
 void ring_close(struct ring *r)
 {
-    ring_publish(r);
+    ring_publish_all(r);
     __atomic_fetch_or(&r->hdr->flags, SLUICE_RING_CLOSED, __ATOMIC_RELEASE);
     __atomic_fetch_add(&r->hdr->head_futex, 1, __ATOMIC_RELEASE);
     futex(&r->hdr->head_futex, FUTEX_WAKE, INT_MAX, NULL);

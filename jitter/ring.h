@@ -44,8 +44,15 @@ struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq
  */
 void ring_destroy(struct ring *r, int give_back);
 
-/** Publish everything written up to the slot's cursor (release store of head). */
+/**
+ * Publish what is written up to the slot's cursor (release store of head),
+ * but the block in flight (from slot->block_at): its record may still
+ * change. vCPU, from reserve().
+ */
 void ring_publish(struct ring *r);
+
+/** Publish everything: the ring's thread is outside translated code, its last block is over. */
+void ring_publish_all(struct ring *r);
 
 /**
  * Publish, then make `limit - cursor >= need` bytes writable, waiting for

@@ -75,6 +75,15 @@ struct sluice_ctl_msg {
 #define SLUICE_OPT_FILTER_NAME "filter_name"
 /** Option, repeatable: one of the filter's --set values, "NAME=VALUE". */
 #define SLUICE_OPT_SET "set"
+/**
+ * Option: how executed instructions are recorded, "block" (default: one
+ * BLOCK record per translation block, record.h) or "insn" (one EXEC record
+ * per instruction, as format 3 did). Both give consumers the same events.
+ */
+#define SLUICE_OPT_ENCODING "encoding"
+
+/** Environment variable of the `sluice` command: SLUICE_OPT_ENCODING's value. */
+#define SLUICE_ENCODING_ENV "SLUICE_ENCODING"
 
 /** Environment variable of the `sluice` command: ring data bytes per guest thread. */
 #define SLUICE_RING_BYTES_ENV "SLUICE_RING_BYTES"

@@ -70,9 +70,9 @@ struct sluice_thread_slot {
      * The BLOCK record of the TB that may be running: translated code
      * stores its address here right after writing it at TB start, and
      * stores NULL before a TB-start reserve() (the block before is over).
-     * The jitter reads it in reserve() (a block in flight is neither
-     * published nor split but at a chunk boundary) and in tb_exit(), and
-     * clears it once the block is over.
+     * The jitter reads it in reserve() (it holds a block in flight back
+     * from consumers, and cuts it in two at a chunk boundary) and in
+     * tb_exit(), and clears it once the block is over.
      */
     uint64_t *block_at;
 };

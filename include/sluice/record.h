@@ -54,9 +54,10 @@
  * records that follow it, up to the next record that is not MEM or EXEC
  * (or the end of its span), are those instructions' own, in program order,
  * and each names its instruction's PC, which is in the descriptor (a TB
- * never holds the same PC twice). So a consumer delivers the exec event of
- * each instruction the descriptor marks recorded, in order, just before the
- * first record of a later instruction, and the rest when the block ends.
+ * never holds the same PC twice). So a consumer delivers the exec events
+ * of the instructions the descriptor marks recorded, in order: that of
+ * instruction j before the first record naming j or a later one, those
+ * left when the block ends.
  * An EXEC record inside a block (a SLUICE_HOOK_ONCE instruction's first
  * hit) is that instruction's exec event; the descriptor does not mark it.
  *

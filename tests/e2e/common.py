@@ -42,12 +42,14 @@ def guest_env(sluice=False):
     """The environment of a run; the guest sees the same one in every run.
 
     QEMU_RAND_SEED makes AT_RANDOM (stack canary, pointer guard) the same in
-    every run. SLUICE_QEMU_DIR goes to sluice only: sluice removes SLUICE_*
+    every run. SLUICE_QEMU_DIR and SLUICE_ENCODING (the meson tests
+    named *-insn set it) go to sluice only: sluice removes SLUICE_*
     variables from QEMU's environment, so giving it to the other runs would
     change the guest's environment, hence its stack.
     """
     env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "QEMU_RAND_SEED": "1"}
-    for k in ("HOME", "XDG_RUNTIME_DIR", "TMPDIR") + (("SLUICE_QEMU_DIR",) if sluice else ()):
+    for k in ("HOME", "XDG_RUNTIME_DIR", "TMPDIR") + (
+            ("SLUICE_QEMU_DIR", "SLUICE_ENCODING") if sluice else ()):
         if k in os.environ:
             env[k] = os.environ[k]
     return env

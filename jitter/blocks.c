@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * blocks.c — the process's block table (see blocks.h): one descriptor per
+ * distinct lifted TB, found again by a hash of its contents, so a TB that
+ * QEMU flushes and lifts again keeps its id.
+ *
+ * Lift time only, but for blocks_index(), which reads descriptors a vCPU's
+ * own TB named (so complete, and never rewritten). The table is shared with
+ * consumers; the hash of descriptors is the jitter's own memory. Never
+ * blocks a vCPU on anything but the lift-time lock.
+ */
+#include "blocks.h"
+
+#include "arena.h"
+#include "fds.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <sluice/record.h>
+
+static struct {
+    pthread_mutex_t lock;          /* appends and the hash */
+    struct sluice_blocks_hdr *hdr; /* our mapping of the table, NULL if none */
+    uint64_t *data;                /* its descriptor words */
+    uint64_t capacity;             /* data words */
+    uint64_t used;                 /* data words appended (hdr->used_words is the published copy) */
+    uint64_t offset;               /* of the table in the arena */
+    uint64_t *hash;                /* open addressing: id + 1, 0 = empty slot */
+    uint64_t hash_size;            /* slots, a power of two */
+    uint64_t count;                /* descriptors */
+    uint64_t refused;              /* TBs lifted without a block: the table was full */
+    int enabled;
+} B = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Allocate and map a fresh table in the (current) arena. */
+static int table_new(void)
+{
+    void *p;
+    int fd, err;
+
+    err = arena_alloc(BLOCKS_BYTES, &B.offset);
+    if (err < 0) {
+        return err;
+    }
+    fds_lock();
+    fd = arena_fd();
+    p = mmap(NULL, BLOCKS_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)B.offset);
+    err = p == MAP_FAILED ? -errno : 0;
+    fds_unlock();
+    if (err < 0) {
+        return err;
+    }
+    B.hdr = p;
+    B.data = (uint64_t *)((uint8_t *)p + SLUICE_BLOCKS_HDR_BYTES);
+    B.capacity = (BLOCKS_BYTES - SLUICE_BLOCKS_HDR_BYTES) / 8;
+    B.hdr->magic = SLUICE_BLOCKS_MAGIC;
+    B.hdr->version = SLUICE_FORMAT_VERSION;
+    B.hdr->hdr_bytes = SLUICE_BLOCKS_HDR_BYTES;
+    B.hdr->capacity_words = B.capacity;
+    return 0;
+}
+
+int blocks_open(int enabled)
+{
+    B.enabled = enabled;
+    return enabled ? table_new() : 0;
+}
+
+int blocks_after_fork_child(void)
+{
+    struct sluice_blocks_hdr *parent = B.hdr;
+    const uint64_t *parent_data = B.data;
+    int err;
+
+    pthread_mutex_init(&B.lock, NULL);
+    if (!B.enabled) {
+        return 0;
+    }
+    /* The parent may append meanwhile, past B.used: what we copy it never changes. */
+    err = table_new();
+    if (err < 0) {
+        return err;
+    }
+    memcpy(B.data, parent_data, B.used * 8);
+    __atomic_store_n(&B.hdr->used_words, B.used, __ATOMIC_RELEASE);
+    munmap(parent, BLOCKS_BYTES);
+    return 0;
+}
+
+void blocks_where(uint64_t *offset, uint64_t *bytes)
+{
+    *offset = B.hdr ? B.offset : 0;
+    *bytes = B.hdr ? BLOCKS_BYTES : 0;
+}
+
+/* FNV-1a over the descriptor's words. */
+static uint64_t hash_words(const uint64_t *w, uint64_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t i;
+
+    for (i = 0; i < n; i++) {
+        h = (h ^ w[i]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* The id of a descriptor equal to @p w, or -1. */
+static int64_t find(const uint64_t *w, uint64_t n, uint64_t h)
+{
+    uint64_t i, id;
+
+    for (i = h & (B.hash_size - 1); B.hash && B.hash[i]; i = (i + 1) & (B.hash_size - 1)) {
+        id = B.hash[i] - 1;
+        if (B.data[id] == w[0] && memcmp(&B.data[id], w, n * 8) == 0) {
+            return (int64_t)id;
+        }
+    }
+    return -1;
+}
+
+static void insert(uint64_t *table, uint64_t size, uint64_t id, uint64_t h)
+{
+    uint64_t i = h & (size - 1);
+
+    while (table[i]) {
+        i = (i + 1) & (size - 1);
+    }
+    table[i] = id + 1;
+}
+
+/* Room for one more entry at most half full; 0, or -1 without memory. */
+static int hash_grow(void)
+{
+    uint64_t size = B.hash_size ? 2 * B.hash_size : 4096, i, id;
+    uint64_t *t;
+
+    if (2 * (B.count + 1) <= B.hash_size) {
+        return 0;
+    }
+    t = calloc(size, sizeof(*t));
+    if (!t) {
+        return -1;
+    }
+    for (i = 0; i < B.hash_size; i++) {
+        if (B.hash[i]) {
+            id = B.hash[i] - 1;
+            insert(t, size, id, hash_words(&B.data[id], sluice_block_words(B.data[id] & 0xffff)));
+        }
+    }
+    free(B.hash);
+    B.hash = t;
+    B.hash_size = size;
+    return 0;
+}
+
+/* Lay out @p b as a descriptor in @p w; returns how many of its instructions are recorded. */
+static unsigned describe(const struct sluice_lift_block *b, uint64_t *w)
+{
+    uint8_t *bytes = (uint8_t *)&w[1 + b->n];
+    unsigned i, recorded = 0;
+
+    memset(bytes, 0, ((b->n + 7) / 8) * 8);
+    for (i = 0; i < b->n; i++) {
+        int rec = b->hook[i] == SLUICE_HOOK_ALWAYS;
+
+        w[1 + i] = b->pc[i];
+        bytes[i] = (uint8_t)((b->len[i] & 0x7f) | (rec ? SLUICE_BLOCK_RECORDED : 0));
+        recorded += rec;
+    }
+    w[0] = b->n | (uint64_t)recorded << 16;
+    return recorded;
+}
+
+uint64_t blocks_lift(const struct sluice_lift_block *b)
+{
+    uint64_t w[sluice_block_words(SLUICE_BLOCK_MAX_INSNS)];
+    uint64_t words, h, hdr = 0;
+    int64_t id;
+
+    if (!B.hdr || b->n == 0 || b->n > SLUICE_BLOCK_MAX_INSNS || describe(b, w) == 0) {
+        return 0;
+    }
+    words = sluice_block_words(b->n);
+    h = hash_words(w, words);
+    pthread_mutex_lock(&B.lock);
+    id = find(w, words, h);
+    if (id < 0 && B.used + words <= B.capacity && hash_grow() == 0) {
+        id = (int64_t)B.used;
+        memcpy(&B.data[id], w, words * 8);
+        __atomic_store_n(&B.used, B.used + words, __ATOMIC_RELAXED);
+        /* Before QEMU hands the TB to any vCPU, so before any record names it. */
+        __atomic_store_n(&B.hdr->used_words, B.used, __ATOMIC_RELEASE);
+        insert(B.hash, B.hash_size, (uint64_t)id, h);
+        B.count++;
+    }
+    if (id >= 0) {
+        hdr = sluice_block_hdr((uint64_t)id, 0, b->n, 0);
+    } else {
+        B.refused++;
+    }
+    pthread_mutex_unlock(&B.lock);
+    return hdr;
+}
+
+int blocks_index(uint64_t id, unsigned from, unsigned to, uint64_t pc)
+{
+    unsigned n, j;
+
+    if (!B.hdr || id >= __atomic_load_n(&B.used, __ATOMIC_RELAXED)) {
+        return -1;
+    }
+    n = (unsigned)(B.data[id] & 0xffff);
+    for (j = from; j < to && j < n; j++) {
+        if (B.data[id + 1 + j] == pc) {
+            return (int)j;
+        }
+    }
+    return -1;
+}
+
+void blocks_report(void)
+{
+    if (B.refused) {
+        fprintf(stderr,
+                "sluice-jitter: block table full (%llu descriptors): %llu TBs wrote one record "
+                "per instruction instead (exact, slower)\n",
+                (unsigned long long)B.count, (unsigned long long)B.refused);
+    }
+}

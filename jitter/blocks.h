@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * blocks.h — the process's block table (format in <sluice/record.h>):
+ * descriptors of lifted TBs, in the process's arena, append-only.
+ *
+ * Threads: blocks_lift() at lift time (the vCPU translating, mmap_lock
+ * held); blocks_index() on a vCPU for its own block (reserve, tb_exit);
+ * blocks_open()/blocks_after_fork_child() on the slow paths of init and
+ * fork. Never frees, moves or rewrites a descriptor.
+ */
+#ifndef SLUICE_JITTER_BLOCKS_H
+#define SLUICE_JITTER_BLOCKS_H
+
+#include <stdint.h>
+
+#include <sluice/jitter_abi.h>
+
+/** Bytes of a process's block table (sparse: pages are made as descriptors fill them). */
+#define BLOCKS_BYTES (64ull << 20)
+
+/**
+ * Allocate the table in the arena (arena_open() first) and map it.
+ * @p enabled 0: lift nothing (per-instruction EXEC records only).
+ * @return 0, or a negative errno.
+ */
+int blocks_open(int enabled);
+
+/**
+ * In a forked child, after its new arena is open: a new table holding
+ * the parent's descriptors at the same ids (the child's code cache is a
+ * copy of the parent's, and its TBs name them).
+ * @return 0, or a negative errno.
+ */
+int blocks_after_fork_child(void);
+
+/** File offset of the table in the arena and its bytes (ring headers name them); 0, 0 if none. */
+void blocks_where(uint64_t *offset, uint64_t *bytes);
+
+/**
+ * The BLOCK header word for the TB @p b (its descriptor appended, or found
+ * if an equal one exists), or 0 when it gets none: blocks disabled, no
+ * instruction recorded, or the table full (counted, see blocks_report).
+ */
+uint64_t blocks_lift(const struct sluice_lift_block *b);
+
+/**
+ * Index of the instruction at @p pc among instructions [@p from, @p to)
+ * of descriptor @p id, or -1.
+ */
+int blocks_index(uint64_t id, unsigned from, unsigned to, uint64_t pc);
+
+/** At process exit: one line on stderr if the table filled up. */
+void blocks_report(void);
+
+#endif /* SLUICE_JITTER_BLOCKS_H */
