@@ -23,7 +23,7 @@ struct jitter_arg {
     const char *filter_name; /**< the filter as the user named it, or NULL */
     const char *const *sets; /**< its --set values, "NAME=VALUE" */
     size_t n_sets;
-    const char *encoding;    /**< SLUICE_OPT_ENCODING's value, or NULL for the jitter's default */
+    const char *encoding; /**< SLUICE_OPT_ENCODING's value, or NULL for the jitter's default */
 };
 
 /**

@@ -99,8 +99,29 @@ Test(record, every_tag_classified)
 
         valid += sluice_rec_words(h) != 0;
     }
-    /* PAD, EXEC, LOST, TEXT and 10 MEM tags (5 sizes x load/store). */
-    cr_assert_eq(valid, 14);
+    /* PAD, EXEC, LOST, TEXT, BLOCK and 10 MEM tags (5 sizes x load/store). */
+    cr_assert_eq(valid, 15);
+}
+
+Test(record, block_fields)
+{
+    uint64_t h = sluice_block_hdr(SLUICE_BLOCK_ID_MASK, 511, SLUICE_BLOCK_MAX_INSNS, 1);
+
+    cr_assert_eq(sluice_rec_tag(h), SLUICE_TAG_BLOCK);
+    cr_assert_eq(sluice_rec_words(h), 1);
+    cr_assert_eq(sluice_block_id(h), SLUICE_BLOCK_ID_MASK);
+    cr_assert_eq(sluice_block_from(h), 511);
+    cr_assert_eq(sluice_block_to(h), SLUICE_BLOCK_MAX_INSNS);
+    cr_assert(sluice_block_cont(h));
+    h = sluice_block_hdr(12345, 0, 7, 0);
+    cr_assert_eq(sluice_block_id(h), 12345);
+    cr_assert_eq(sluice_block_from(h), 0);
+    cr_assert_eq(sluice_block_to(h), 7);
+    cr_assert(!sluice_block_cont(h));
+    cr_assert_eq(sluice_block_words(1), 3);
+    cr_assert_eq(sluice_block_words(8), 10);
+    cr_assert_eq(sluice_block_words(9), 12);
+    cr_assert_eq(sizeof(struct sluice_blocks_hdr), 32);
 }
 
 Test(record, text_lengths)
