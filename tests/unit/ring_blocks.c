@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * ring_blocks.c — the producer's handling of a block in flight
+ * (jitter/ring.c, jitter/blocks.c): a BLOCK record is never published
+ * while its TB may still rewrite it, and a block whose records reach a
+ * chunk boundary is cut there into two records of the same id, the second
+ * with `cont` when the running instruction has records on both sides
+ * (record.h). The slot is driven as translated code drives it.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "arena.h"
+#include "blocks.h"
+#include "ring.h"
+
+#define RING_SIZE (4u * SLUICE_CHUNK_BYTES) /* the parts of a cut block stay in it */
+#define PC0 0x400000u
+
+static struct sluice_thread_slot slot;
+static struct ring *ring;
+
+static void setup(void)
+{
+    cr_assert_eq(arena_open(), 0);
+    cr_assert_eq(blocks_open(1), 0);
+    ring = ring_create(RING_SIZE, 1, 2, 0, "x86_64", "blocks", 0, &slot);
+    cr_assert_not_null(ring);
+}
+
+/* A descriptor of @p n instructions of 4 bytes from PC0, all recorded. */
+static uint64_t lift(unsigned n)
+{
+    uint64_t pc[16];
+    uint8_t len[16], hook[16];
+    unsigned i;
+
+    for (i = 0; i < n; i++) {
+        pc[i] = PC0 + 4 * i;
+        len[i] = 4;
+        hook[i] = SLUICE_HOOK_ALWAYS;
+    }
+    return blocks_lift(&(struct sluice_lift_block){.n = n, .pc = pc, .len = len, .hook = hook});
+}
+
+/* What a TB does at its start: check, then its BLOCK record. */
+static void tb_start(uint64_t hdr)
+{
+    if ((uint8_t *)slot.limit - (uint8_t *)slot.cursor < 64) {
+        slot.block_at = NULL;
+        ring_reserve(ring, 64);
+    }
+    *slot.cursor = hdr;
+    slot.block_at = slot.cursor++;
+}
+
+/* A store of instruction @p i, made by a helper (it reserves as it goes). */
+static void store(unsigned i)
+{
+    if ((uint8_t *)slot.limit - (uint8_t *)slot.cursor < 24 + SLUICE_RESERVE_MAX) {
+        ring_reserve(ring, 24 + SLUICE_RESERVE_MAX);
+    }
+    slot.cursor[0] = sluice_mem_hdr(PC0 + 4 * i, 3, 1);
+    slot.cursor[1] = 0x1000;
+    slot.cursor[2] = i;
+    slot.cursor += 3;
+}
+
+static uint64_t at(uint64_t pos)
+{
+    return ((const uint64_t *)ring->data)[(pos & (RING_SIZE - 1)) / 8];
+}
+
+static uint64_t pos_of(const uint64_t *p)
+{
+    return ring->head +
+           (uint64_t)((const uint8_t *)p - (ring->data + (ring->head & (RING_SIZE - 1))));
+}
+
+Test(ring_blocks, descriptors_are_shared_and_laid_out, .init = setup)
+{
+    uint64_t a = lift(3), b = lift(3), c = lift(2), off, bytes;
+    const uint64_t *d;
+
+    cr_assert_neq(a, 0);
+    cr_assert_eq(a, b, "an equal TB lifted again gets the same id");
+    cr_assert_neq(sluice_block_id(a), sluice_block_id(c));
+    cr_assert_eq(sluice_block_from(a), 0);
+    cr_assert_eq(sluice_block_to(a), 3);
+    blocks_where(&off, &bytes);
+    cr_assert_eq(ring->hdr->blocks_offset, off);
+    cr_assert_eq(ring->hdr->blocks_bytes, bytes);
+    d = (const uint64_t *)((const uint8_t *)mmap(NULL, bytes, PROT_READ, MAP_SHARED, arena_fd(),
+                                                 (off_t)off) +
+                           SLUICE_BLOCKS_HDR_BYTES);
+    d += sluice_block_id(a);
+    cr_assert_eq(d[0], 3 | 3u << 16);
+    cr_assert_eq(d[1], PC0);
+    cr_assert_eq(d[3], PC0 + 8);
+    cr_assert_eq(((const uint8_t *)&d[4])[2], 4 | SLUICE_BLOCK_RECORDED);
+    cr_assert_eq(blocks_index(sluice_block_id(a), 0, 3, PC0 + 4), 1);
+    cr_assert_eq(blocks_index(sluice_block_id(a), 2, 3, PC0 + 4), -1);
+}
+
+Test(ring_blocks, a_block_in_flight_is_not_published, .init = setup)
+{
+    uint64_t hdr = lift(4), pos;
+
+    tb_start(hdr);
+    store(0);
+    pos = pos_of(slot.block_at);
+    ring_reserve(ring, 64); /* a label's check inside the TB */
+    cr_assert_leq(__atomic_load_n(&ring->hdr->head, __ATOMIC_ACQUIRE), pos);
+    cr_assert_eq(*slot.block_at, hdr);
+    ring_publish_all(ring); /* the thread left translated code */
+    cr_assert_null(slot.block_at);
+    cr_assert_eq(ring->hdr->head, pos + 8 + 24);
+}
+
+Test(ring_blocks, a_block_is_cut_at_a_chunk_boundary, .init = setup)
+{
+    uint64_t hdr = lift(4), id = sluice_block_id(hdr), first, second;
+    unsigned stores = 0;
+
+    tb_start(hdr);
+    first = pos_of(slot.block_at);
+    store(0);
+    /* Instruction 1 stores until its records cross the first boundary. */
+    while (pos_of(slot.cursor) < SLUICE_CHUNK_BYTES + 64) {
+        store(1);
+        stores++;
+    }
+    second = pos_of(slot.block_at);
+    cr_assert_eq(second, SLUICE_CHUNK_BYTES, "the rest starts the next chunk");
+    cr_assert_eq(at(first), sluice_block_hdr(id, 0, 2, 0), "first part: 0 and 1");
+    cr_assert_eq(at(second), sluice_block_hdr(id, 1, 4, 1), "second part: 1 (cont) to 3");
+    cr_assert_eq(sluice_rec_tag(at(second - 8)), SLUICE_TAG_PAD, "or a record ends there");
+    cr_assert_gt(stores, 1000);
+    cr_assert_eq(ring->hdr->head, SLUICE_CHUNK_BYTES, "the first part is published");
+}
+
+Test(ring_blocks, a_cut_before_any_record_keeps_cont, .init = setup)
+{
+    uint64_t hdr = lift(4), id = sluice_block_id(hdr), first;
+
+    /* Inline records up to just before the first boundary, then a block's record. */
+    while (pos_of(slot.cursor) + 24 <= SLUICE_CHUNK_BYTES - 16) {
+        slot.cursor[0] = sluice_mem_hdr(PC0, 3, 0);
+        slot.cursor += 3;
+    }
+    ring_publish_all(ring);
+    *slot.cursor = sluice_block_hdr(id, 2, 4, 1); /* a part that continues */
+    slot.block_at = slot.cursor++;
+    first = pos_of(slot.block_at);
+    store(3); /* crosses: no record of the block yet before the boundary */
+    cr_assert_eq(at(first), sluice_block_hdr(id, 2, 2, 1), "empty first part");
+    cr_assert_eq(at(SLUICE_CHUNK_BYTES), sluice_block_hdr(id, 2, 4, 1));
+}
