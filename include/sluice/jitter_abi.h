@@ -104,11 +104,11 @@ struct sluice_lift_insn {
 
 /** A TB QEMU has lifted, at its end (translator_loop, after tb_stop). */
 struct sluice_lift_block {
-    uint32_t n;           /**< instructions, 1..SLUICE_BLOCK_MAX_INSNS */
-    uint32_t reserved;    /**< 0 */
-    const uint64_t *pc;   /**< n guest PCs in program order */
-    const uint8_t *len;   /**< n lengths in bytes */
-    const uint8_t *hook;  /**< n hook_inst answers (sluice_hook_inst) */
+    uint32_t n;          /**< instructions, 1..SLUICE_BLOCK_MAX_INSNS */
+    uint32_t reserved;   /**< 0 */
+    const uint64_t *pc;  /**< n guest PCs in program order */
+    const uint8_t *len;  /**< n lengths in bytes */
+    const uint8_t *hook; /**< n hook_inst answers (sluice_hook_inst) */
 };
 
 /** What QEMU tells the jitter at load. */

@@ -109,12 +109,12 @@
 
 /** Record tags (bits 63..56 of a record's first word). */
 enum sluice_tag {
-    SLUICE_TAG_PAD = 0x00,  /**< skip (bits 55..0) words, header included */
-    SLUICE_TAG_EXEC = 0x01, /**< one executed instruction at the PC */
-    SLUICE_TAG_LOST = 0x02, /**< (bits 55..0) records were lost here */
-    SLUICE_TAG_TEXT = 0x03, /**< a message of (bits 15..0) bytes follows */
+    SLUICE_TAG_PAD = 0x00,   /**< skip (bits 55..0) words, header included */
+    SLUICE_TAG_EXEC = 0x01,  /**< one executed instruction at the PC */
+    SLUICE_TAG_LOST = 0x02,  /**< (bits 55..0) records were lost here */
+    SLUICE_TAG_TEXT = 0x03,  /**< a message of (bits 15..0) bytes follows */
     SLUICE_TAG_BLOCK = 0x04, /**< instructions of a block descriptor, see sluice_block_hdr() */
-    SLUICE_TAG_MEM = 0x10,  /**< base of the MEM tags, see sluice_mem_tag() */
+    SLUICE_TAG_MEM = 0x10,   /**< base of the MEM tags, see sluice_mem_tag() */
 };
 
 #define SLUICE_TAG_SHIFT 56

@@ -99,8 +99,26 @@ Test(record, every_tag_classified)
 
         valid += sluice_rec_words(h) != 0;
     }
-    /* PAD, EXEC, LOST, TEXT and 10 MEM tags (5 sizes x load/store). */
-    cr_assert_eq(valid, 14);
+    /* PAD, EXEC, LOST, TEXT, BLOCK and 10 MEM tags (5 sizes x load/store). */
+    cr_assert_eq(valid, 15);
+}
+
+Test(record, block_header_round_trip)
+{
+    uint64_t h = sluice_block_hdr(0x123456789ull, 7, 512);
+
+    cr_assert_eq(sluice_rec_tag(h), SLUICE_TAG_BLOCK);
+    cr_assert_eq(sluice_rec_words(h), 1);
+    cr_assert_eq(sluice_block_id(h), 0x123456789ull);
+    cr_assert_eq(sluice_block_from(h), 7);
+    cr_assert_eq(sluice_block_to(h), 512);
+    cr_assert_eq(sluice_block_hdr(0, 0, 0), 0x0400000000000000ull);
+    cr_assert_eq(sluice_block_hdr(SLUICE_BLOCK_ID_MASK, 0x3ff, 0x3ff), 0x04ffffffffffffffull);
+    /* Descriptor sizes: word 0, n PCs, n bytes rounded up to words. */
+    cr_assert_eq(sluice_block_words(1), 3);
+    cr_assert_eq(sluice_block_words(8), 10);
+    cr_assert_eq(sluice_block_words(9), 12);
+    cr_assert_eq(sluice_block_words(SLUICE_BLOCK_MAX_INSNS), 1 + 512 + 64);
 }
 
 Test(record, text_lengths)
