@@ -5,12 +5,16 @@
  * Any thread may get or put. Chunks are recycled, never freed before
  * chunk_pool__destroy(), so steady state does no allocation. A chunk holds
  * no copy of its records (they are decoded in place in the ring); its item
- * area is sized for the worst case (one item per 8-byte record) but
- * malloc'd large buffers are untouched until used, so unused room costs
- * address space only.
+ * area starts sized for the worst case of plain records (one item per
+ * 8-byte record) but malloc'd large buffers are untouched until used, so
+ * unused room costs address space only. Block records expand to one event
+ * per instruction, so a worker may grow a chunk's item area
+ * (chunk__reserve()); it keeps that room from then on.
  */
 #include "chunk.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,7 +47,32 @@ static struct chunk *chunk_alloc(size_t item_size)
         chunk_free(c);
         return NULL;
     }
+    c->items_cap = item_size ? SLUICE_CHUNK_BYTES / 8 : 0;
+    c->item_size = item_size;
     return c;
+}
+
+int chunk__reserve(struct chunk *c, size_t n)
+{
+    size_t cap = c->items_cap;
+    uint8_t *items;
+
+    if (n <= cap || c->item_size == 0) {
+        return 0;
+    }
+    while (cap < n) {
+        cap = cap ? cap * 2 : SLUICE_CHUNK_BYTES / 8;
+    }
+    if (cap > SIZE_MAX / c->item_size) {
+        return -ENOMEM;
+    }
+    items = realloc(c->items, cap * c->item_size);
+    if (!items) {
+        return -ENOMEM;
+    }
+    c->items = items;
+    c->items_cap = cap;
+    return 0;
 }
 
 struct chunk *chunk_pool__get(struct chunk_pool *p)
@@ -77,11 +106,13 @@ struct chunk *chunk_pool__get(struct chunk_pool *p)
     c->qnext = NULL;
     c->ring = NULL;
     c->words = NULL;
+    c->blocks = NULL;
     c->at = 0;
     c->len = 0;
     c->bad_at = 0;
     c->bad_hdr = 0;
     c->bad = 0;
+    c->bad_why[0] = '\0';
     c->n_items = 0;
     memset(&c->counts, 0, sizeof(c->counts));
     memset(&c->ord, 0, sizeof(c->ord));

@@ -26,21 +26,30 @@ enum chunk_bad {
     CHUNK_BAD_HEADER = 1,   /**< a header word that is no valid record */
     CHUNK_BAD_CROSSING = 2, /**< a record that does not end inside the span */
     CHUNK_BAD_LAPPED = 3,   /**< the producer overwrote the span while it was decoded */
+    CHUNK_BAD_BLOCK = 4,    /**< a BLOCK record its table does not hold (bad_why says why) */
+    CHUNK_BAD_PC = 5,       /**< a MEM or EXEC record whose PC is not in its block (bad_why) */
+    CHUNK_BAD_NOMEM = 6,    /**< no memory to grow the item area for a block's events */
 };
 
+struct block_table;
+
 struct chunk {
-    struct order_entry ord;      /**< ordering link; ord.seq is the ring's chunk number */
-    struct chunk *qnext;         /**< work queue / free list link */
-    void *ring;                  /**< the session's ring state (opaque here) */
-    const uint64_t *words;       /**< the span's records, in the ring's mapping (little-endian) */
-    uint64_t at;                 /**< the span's ring position (bytes since the ring began) */
-    size_t len;                  /**< bytes of records in `words` */
-    int bad;                     /**< 0, or a CHUNK_BAD_* reason the decode ended early */
-    uint64_t bad_at;             /**< ... at this ring position */
-    uint64_t bad_hdr;            /**< ... with this header word */
-    uint8_t *items;              /**< items made by the worker, item_size bytes each */
-    size_t n_items;              /**< items in `items` */
-    struct sluice_counts counts; /**< counted by the worker */
+    struct order_entry ord; /**< ordering link; ord.seq is the ring's chunk number */
+    struct chunk *qnext;    /**< work queue / free list link */
+    void *ring;             /**< the session's ring state (opaque here) */
+    const uint64_t *words;  /**< the span's records, in the ring's mapping (little-endian) */
+    const struct block_table *blocks; /**< the ring's block table (block_table.h), or NULL */
+    uint64_t at;                      /**< the span's ring position (bytes since the ring began) */
+    size_t len;                       /**< bytes of records in `words` */
+    int bad;                          /**< 0, or a CHUNK_BAD_* reason the decode ended early */
+    uint64_t bad_at;                  /**< ... at this ring position */
+    uint64_t bad_hdr;                 /**< ... with this header word */
+    char bad_why[128];                /**< ... for CHUNK_BAD_BLOCK and CHUNK_BAD_PC: why */
+    uint8_t *items;                   /**< items made by the worker, item_size bytes each */
+    size_t n_items;                   /**< items in `items` */
+    size_t items_cap;                 /**< room in `items`, in items (grown by chunk__reserve()) */
+    size_t item_size;                 /**< bytes of one item (the pool's) */
+    struct sluice_counts counts;      /**< counted by the worker */
 };
 
 /** The pool. Fields are private. */
@@ -66,6 +75,16 @@ void chunk_pool__init(struct chunk_pool *p, unsigned max, size_t item_size);
  * @return the chunk, or NULL if memory ran out.
  */
 struct chunk *chunk_pool__get(struct chunk_pool *p);
+
+/**
+ * Make room for @p n items in @p c (its items and the ones to come). A span
+ * of plain records makes at most one item per word, which the initial room
+ * holds; a BLOCK record may make one per instruction of its block, so the
+ * decoder calls this at each BLOCK. The room grows (doubling) and stays
+ * with the chunk when it is recycled. The thread holding @p c.
+ * @return 0, or -ENOMEM (the chunk is unchanged).
+ */
+int chunk__reserve(struct chunk *c, size_t n);
 
 /** Give @p c back and wake one waiter. Any thread. */
 void chunk_pool__put(struct chunk_pool *p, struct chunk *c);

@@ -11,11 +11,20 @@
  * load, so the compiler cannot load it twice), a record's length comes
  * from its header as loaded, and a record that does not end inside the
  * span is an error, never a read past it.
+ *
+ * BLOCK records (format 4) are expanded here into the exec events of the
+ * instructions their descriptor marks recorded, interleaved with the
+ * block's MEM and EXEC records in program order (record.h); block.c reads
+ * and checks the descriptors. The one allocation: a chunk's item area
+ * grows at a BLOCK whose events could overflow it (chunk__reserve()).
  */
 #include "decode.h"
 
 #include <endian.h>
+#include <inttypes.h>
+#include <stdio.h>
 
+#include "block.h"
 #include "sluice/record.h"
 
 /* Word @p i of the span, loaded once. */
@@ -37,6 +46,18 @@ static uint64_t size_mask(unsigned size)
 struct run {
     size_t n;
     uint64_t pcs[RUN_MAX];
+};
+
+/* What the block expansion needs of the decode (decode_chunk's stack). */
+struct decoder {
+    struct chunk *c;
+    const struct sluice_callbacks *cb;
+    const struct sluice_thread_info *t;
+    uint64_t *scratch;
+    struct run *run;
+    struct block_view view;
+    struct block blk;
+    int in_block; /* blk is current */
 };
 
 /* Where the next item goes; @p scratch when the callbacks make no items. */
@@ -109,6 +130,136 @@ static int decode_other(struct chunk *c, const struct sluice_callbacks *cb,
     return 0; /* PAD */
 }
 
+/* Hand @p n PCs at @p pcs (n <= RUN_MAX) to cb->exec_batch as one run. */
+static void batch_call(struct decoder *d, const uint64_t *pcs, size_t n)
+{
+    const struct sluice_callbacks *cb = d->cb;
+    size_t isz = cb->item_size;
+
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* Straight from the shared table (consumer.h says exec_batch may point there). */
+    if (cb->exec_batch(cb->user, d->t, pcs, n, next_item(d->c, isz, d->scratch)) && isz) {
+        d->c->n_items++;
+    }
+#else
+    for (size_t k = 0; k < n; k++) {
+        d->run->pcs[d->run->n++] = block__word(pcs, k);
+    }
+    run_flush(d->run, d->c, cb, d->t, d->scratch);
+#endif
+}
+
+/*
+ * Deliver the exec events of the instructions in [@p a, @p e) of the
+ * current block that its descriptor marks recorded, in order: runs of
+ * consecutive ones to exec_batch (after the pending run of EXEC records,
+ * which precedes them), else one exec call each, else only counted.
+ * Returns how many.
+ */
+static uint64_t block_deliver(struct decoder *d, unsigned a, unsigned e)
+{
+    const struct sluice_callbacks *cb = d->cb;
+    const struct block *b = &d->blk;
+    size_t isz = cb->item_size;
+    uint64_t count = 0;
+    unsigned i = a, s;
+
+    if (cb->exec_batch) {
+        while (i < e) {
+            while (i < e && !block__recorded(b, i)) {
+                i++;
+            }
+            for (s = i; i < e && block__recorded(b, i); i++) {
+            }
+            if (i > s) {
+                if (count == 0) {
+                    run_flush(d->run, d->c, cb, d->t, d->scratch);
+                }
+                batch_call(d, b->pcs + s, i - s);
+                count += i - s;
+            }
+        }
+        return count;
+    }
+    if (cb->exec) {
+        for (; i < e; i++) {
+            if (block__recorded(b, i)) {
+                count++;
+                if (cb->exec(cb->user, d->t, block__word(b->pcs, i),
+                             next_item(d->c, isz, d->scratch)) &&
+                    isz) {
+                    d->c->n_items++;
+                }
+            }
+        }
+        return count;
+    }
+    return a < e ? block__count(b, a, e) : 0;
+}
+
+/* The current block ends: deliver what it has left. Returns how many. */
+static uint64_t block_end(struct decoder *d)
+{
+    d->in_block = 0;
+    return block_deliver(d, d->blk.next, d->blk.end);
+}
+
+/*
+ * A MEM or EXEC (@p is_exec) record of PC @p pc inside the current block:
+ * deliver the recorded instructions before its own, and its own for MEM
+ * (an EXEC record is its instruction's exec event itself). Adds the events
+ * to @p insns. Returns 0, or -1 if the PC is not in the block.
+ */
+static int block_record(struct decoder *d, uint64_t pc, int is_exec, uint64_t *insns)
+{
+    struct block *b = &d->blk;
+    int j = block__find(b, pc);
+
+    if (j < 0) {
+        return -1;
+    }
+    if ((unsigned)j >= b->next) {
+        *insns += block_deliver(d, b->next, (unsigned)j + !is_exec);
+        b->next = (unsigned)j + 1;
+    }
+    b->last = j;
+    return 0;
+}
+
+/* Stop at the record at word @p i whose PC is not in the current block. */
+static void bad_pc(struct decoder *d, size_t i, uint64_t hdr)
+{
+    const struct block *b = &d->blk;
+
+    bad_record(d->c, i, hdr, CHUNK_BAD_PC);
+    snprintf(d->c->bad_why, sizeof(d->c->bad_why),
+             "its PC 0x%" PRIx64 " is not in block %" PRIu64 " (instructions %u..%u of %u)",
+             sluice_rec_payload(hdr), b->id, b->next, b->end, b->n);
+}
+
+/*
+ * The BLOCK record @p hdr at word @p i of @p nw: make it the current block,
+ * with room for its events in the item area. Returns 0, or -1 after
+ * marking the chunk bad.
+ */
+static int block_begin(struct decoder *d, size_t i, size_t nw, uint64_t hdr)
+{
+    struct chunk *c = d->c;
+
+    if (block__start(&d->blk, &d->view, hdr, c->bad_why, sizeof(c->bad_why)) < 0) {
+        bad_record(c, i, hdr, CHUNK_BAD_BLOCK);
+        return -1;
+    }
+    /* The words left make at most one item each, the block one per instruction. */
+    if (d->cb->item_size &&
+        chunk__reserve(c, c->n_items + (nw - i) + (d->blk.end - d->blk.from)) < 0) {
+        bad_record(c, i, hdr, CHUNK_BAD_NOMEM);
+        return -1;
+    }
+    d->in_block = 1;
+    return 0;
+}
+
 uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
                       const struct sluice_thread_info *t)
 {
@@ -122,8 +273,17 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
     uint64_t records = 0, insns = 0;
     uint64_t scratch[4]; /* item target when item_size is 0: callbacks may still run */
     struct run run;      /* only used with cb->exec_batch */
+    struct decoder d;
 
     run.n = 0;
+    d.c = c;
+    d.cb = cb;
+    d.t = t;
+    d.scratch = scratch;
+    d.run = &run;
+    d.view.bt = c->blocks;
+    d.view.used = 0;
+    d.in_block = 0;
     while (i < nw) {
         uint64_t hdr = word(w, i);
         unsigned tag = sluice_rec_tag(hdr), len;
@@ -132,6 +292,10 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
         if (tag == SLUICE_TAG_EXEC) {
             uint64_t pc = sluice_rec_payload(hdr);
 
+            if (d.in_block && block_record(&d, pc, 1, &insns) < 0) {
+                bad_pc(&d, i, hdr);
+                break;
+            }
             insns++;
             i++;
             if (batch) {
@@ -146,10 +310,28 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
         }
         len = sluice_rec_words(hdr);
         if (len == 0 || len > nw - i) {
+            if (d.in_block) {
+                insns += block_end(&d); /* the block ended before this record */
+            }
             bad_record(c, i, hdr, len == 0 ? CHUNK_BAD_HEADER : CHUNK_BAD_CROSSING);
             break;
         }
+        if (d.in_block) {
+            if (!sluice_tag_is_mem(tag)) {
+                insns += block_end(&d);
+            } else if (block_record(&d, sluice_rec_payload(hdr), 0, &insns) < 0) {
+                bad_pc(&d, i, hdr);
+                break;
+            }
+        }
         if (tag == SLUICE_TAG_PAD) {
+            i += len;
+            continue;
+        }
+        if (tag == SLUICE_TAG_BLOCK) {
+            if (block_begin(&d, i, nw, hdr) < 0) {
+                break;
+            }
             i += len;
             continue;
         }
@@ -162,6 +344,9 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
         }
         records++;
         i += len;
+    }
+    if (d.in_block && !c->bad) {
+        insns += block_end(&d); /* the span's end ends it */
     }
     if (batch) {
         run_flush(&run, c, cb, t, scratch);

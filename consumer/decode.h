@@ -11,13 +11,19 @@
 
 /**
  * Decode @p c (records of guest thread @p t, in place in the ring): count
- * EXEC, MEM and LOST records into c->counts, call the worker callbacks of
- * @p cb, and append each item they fill to c->items (c->n_items). A record
- * with an invalid header, or one that does not end inside the span, ends
- * the decode: c->bad is set with its position and header word (what came
- * before it is decoded). Runs on a worker thread; touches only @p c and
- * calls into @p cb; never reads outside the span.
- * @return the number of records decoded (PAD not counted).
+ * exec events (EXEC records and the recorded instructions of BLOCK
+ * records, expanded through c->blocks), MEM and LOST records into
+ * c->counts, call the worker callbacks of @p cb, and append each item they
+ * fill to c->items (c->n_items, growing the area if blocks need it). A
+ * record with an invalid header, one that does not end inside the span, a
+ * BLOCK record its table does not hold, or a MEM or EXEC record whose PC is
+ * not in its block ends the decode: c->bad is set with its position and
+ * header word, and c->bad_why for the last two (what came before it is
+ * decoded; a block ended by an invalid or crossing record is delivered
+ * whole first). Runs on a worker thread; touches only @p c and calls into
+ * @p cb; never reads outside the span and the table's capacity.
+ * @return the number of events decoded: exec events plus the other records
+ *         (PAD and BLOCK records not counted).
  */
 uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
                       const struct sluice_thread_info *t);

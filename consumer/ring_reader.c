@@ -139,6 +139,8 @@ int ring_reader__open(struct ring_reader *r, int fd, uint64_t offset, unsigned s
     if (err == 0) {
         r->ino = (uint64_t)st.st_ino;
         r->offset = offset;
+        r->blocks_offset = h.blocks_offset;
+        r->blocks_bytes = h.blocks_bytes;
         r->slot = slot;
         r->pos = __atomic_load_n(&r->hdr->consumer[slot].tail, __ATOMIC_ACQUIRE);
     }

@@ -32,13 +32,17 @@ struct ring_reader {
     uint64_t salvaged;           /**< end of the records ring_reader__salvage() found (0: none) */
     uint64_t ino;                /**< inode of the memfd, with the offset: which ring this is */
     uint64_t offset;             /**< file offset of the ring's header */
+    uint64_t blocks_offset;      /**< the header's blocks_offset, as validated (block_table.h) */
+    uint64_t blocks_bytes;       /**< the header's blocks_bytes, as validated (0: no table) */
     char err[192];               /**< last error, NUL-terminated ("" if none) */
 };
 
 /**
  * Map the ring at file offset @p offset of the arena memfd @p fd and
  * validate its header (magic, version, hdr_bytes, data_size a power of two
- * no smaller than a page, file size). Does not take ownership of @p fd (the
+ * no smaller than a page, file size), and copy where it says the process's
+ * block table is (blocks_offset, blocks_bytes: checked and mapped by
+ * block_tables__get()). Does not take ownership of @p fd (the
  * mapping stays valid after close). The reader starts at the slot's
  * current tail.
  * @param[out] r      reader to fill (zeroed first)

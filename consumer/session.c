@@ -8,7 +8,9 @@
  * control socket; each ring gets a reader thread (ring_thread) that cuts the
  * published records into spans (chunks) without reading them; workers
  * decode them in place (decode.c); one ordering thread gives each span back
- * to the producer, in order, and calls `thread` and `trace` (order.c). The
+ * to the producer, in order, and calls `thread` and `trace` (order.c). A
+ * process's block table is mapped once, with its first ring, and unmapped
+ * after its last ends (block_table.c). The
  * reader threads must never wait on analysis except through the bounded
  * chunk pool (which also bounds the ring bytes held), and no user callback
  * is ever called with a session lock held.
@@ -23,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "block_table.h"
 #include "chunk.h"
 #include "ctl_io.h"
 #include "decode.h"
@@ -48,7 +51,8 @@ struct ring_state {
     struct order_ring ord;  /* ordering state; order_ring pointers map back here */
     struct order_entry end; /* the end-of-ring marker, pushed once by the reader */
     struct sluice_session *s;
-    struct ring_reader rd; /* unmapped once the ring has ended (on_end), under rings_lock */
+    struct ring_reader rd;  /* unmapped once the ring has ended (on_end), under rings_lock */
+    struct block_table *bt; /* its process's block table, or NULL; put when rd is unmapped */
     struct sluice_thread_info info;
     char arch[16];
     char comm[16];
@@ -72,6 +76,7 @@ struct sluice_session {
     uint64_t events; /* atomic: records decoded */
     struct ring_state *rings, **rings_tail;
     size_t n_rings;
+    struct block_tables tables; /* one per arena, shared by its rings */
     struct chunk_pool pool;
     struct workq wq;
     struct order ord;
@@ -139,6 +144,7 @@ struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callb
     pthread_mutex_init(&s->err_lock, NULL);
     pthread_mutex_init(&s->rings_lock, NULL);
     pthread_cond_init(&s->readers_done, NULL);
+    block_tables__init(&s->tables);
     err = ctl_send_hello(ctl_fd, s->lossless);
     if (err) {
         sluice_session__free(s);
@@ -175,6 +181,19 @@ static void report_bad_span(struct sluice_session *s, struct ring_state *r, cons
         set_error(s, -EPROTO,
                   "ring of tid %u: overrun, the producer overwrote position %llu while it was read",
                   r->info.tid, (unsigned long long)c->at);
+    } else if (c->bad == CHUNK_BAD_BLOCK) {
+        set_error(s, -EPROTO,
+                  "ring of tid %u: invalid BLOCK record 0x%016llx (block %llu) at position %llu: "
+                  "%s",
+                  r->info.tid, (unsigned long long)c->bad_hdr,
+                  (unsigned long long)sluice_block_id(c->bad_hdr), at, c->bad_why);
+    } else if (c->bad == CHUNK_BAD_PC) {
+        set_error(s, -EPROTO, "ring of tid %u: record 0x%016llx at position %llu: %s", r->info.tid,
+                  (unsigned long long)c->bad_hdr, at, c->bad_why);
+    } else if (c->bad == CHUNK_BAD_NOMEM) {
+        set_error(s, -ENOMEM,
+                  "ring of tid %u: out of memory for the events of the block at position %llu",
+                  r->info.tid, at);
     } else if (c->bad == CHUNK_BAD_HEADER) {
         set_error(s, -EPROTO, "ring of tid %u: invalid record header 0x%016llx at position %llu",
                   r->info.tid, (unsigned long long)c->bad_hdr, at);
@@ -229,6 +248,8 @@ static void on_end(void *ctx, struct order_ring *o)
     pthread_mutex_lock(&s->rings_lock);
     ring_reader__close(&r->rd);
     pthread_mutex_unlock(&s->rings_lock);
+    block_tables__put(&s->tables, r->bt); /* the last ring of its arena unmaps it */
+    r->bt = NULL;
 }
 
 /* --- workers ------------------------------------------------------------- */
@@ -293,6 +314,7 @@ static int read_chunk(struct ring_state *r)
         return n < 0 ? set_error(s, (int)n, "%s", r->rd.err) : 0;
     }
     c->len = (size_t)n;
+    c->blocks = r->bt;
     c->ring = r;
     c->ord.ring = &r->ord;
     c->ord.seq = r->seq++;
@@ -422,13 +444,24 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
         return;
     }
     err = ring_reader__open(&r->rd, fd, m->offset, m->slot);
-    close(fd); /* the mapping keeps the memfd alive */
     if (err) {
+        close(fd);
         set_error(s, err == -EINVAL ? -EPROTO : err, "tid %u: %s", m->tid, r->rd.err);
         free(r);
         return;
     }
     if (check_announced(s, r, m) < 0) {
+        close(fd);
+        ring_reader__close(&r->rd);
+        free(r);
+        return;
+    }
+    err = block_tables__get(&s->tables, fd, r->rd.blocks_offset, r->rd.blocks_bytes, &r->bt,
+                            r->rd.err, sizeof(r->rd.err));
+    close(fd); /* the mappings keep the memfd alive */
+    if (err) {
+        set_error(s, err == -EINVAL ? -EPROTO : err, "pid %u tid %u: %s", m->pid, m->tid,
+                  r->rd.err);
         ring_reader__close(&r->rd);
         free(r);
         return;
@@ -445,6 +478,7 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
     if (err) {
         set_error(s, -err, "tid %u: starting reader thread: %s", m->tid, strerror(err));
         ring_reader__close(&r->rd);
+        block_tables__put(&s->tables, r->bt);
         free(r);
         return;
     }
@@ -631,6 +665,7 @@ void sluice_session__free(struct sluice_session *s)
     for (r = s->rings; r; r = next) {
         next = r->next;
         ring_reader__close(&r->rd);
+        block_tables__put(&s->tables, r->bt);
         free(r);
     }
     if (s->fd >= 0) {
@@ -639,5 +674,6 @@ void sluice_session__free(struct sluice_session *s)
     pthread_mutex_destroy(&s->err_lock);
     pthread_mutex_destroy(&s->rings_lock);
     pthread_cond_destroy(&s->readers_done);
+    block_tables__destroy(&s->tables);
     free(s);
 }

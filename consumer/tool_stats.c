@@ -2,10 +2,11 @@
 /*
  * tool_stats.c — `sluice run --tool stats`: counts per guest thread.
  *
- * Needs no callbacks at all: the library counts EXEC, MEM and LOST records
- * on its workers whatever the callbacks are, so this is the cheapest way to
- * drain a trace. Output (to -o FILE, else stderr): a table, or with --json
- * exactly one JSON object on one line:
+ * Needs no callbacks at all: the library counts exec events, MEM and LOST
+ * records on its workers whatever the callbacks are, so this is the
+ * cheapest way to drain a trace (a BLOCK record with no record between its
+ * instructions is counted in O(1), from its descriptor's recorded count). Output (to -o FILE, else
+ * stderr): a table, or with --json exactly one JSON object on one line:
  *   {"total": {"insns": N, "loads": N, "stores": N, "lost": N},
  *    "threads": [{"pid": N, "tid": N, "arch": "x86_64", "comm": "...", "insns": N, ...}],
  *    "seconds": F, "rusage": {"qemu": {"user_s": F, "sys_s": F, "maxrss_kib": N},

@@ -55,7 +55,11 @@ struct sluice_callbacks {
     size_t sz; /**< sizeof(struct sluice_callbacks), for forward compatibility */
     void *user;
     size_t item_size; /**< bytes of one user item (0: no items; `trace` is never called) */
-    /** Worker thread: one executed instruction at guest virtual address @p pc. */
+    /**
+     * Worker thread: one executed instruction at guest virtual address @p pc
+     * (an EXEC record, or one instruction of a BLOCK record's block: a
+     * block-encoded stream gives the same calls, record.h).
+     */
     int (*exec)(void *user, const struct sluice_thread_info *t, uint64_t pc, void *item);
     /** Worker thread: one load. */
     int (*read)(void *user, const struct sluice_thread_info *t, const struct sluice_mem *m,
@@ -86,7 +90,10 @@ struct sluice_callbacks {
      * (a memory access, lost records, a message) or two chunks, so runs and
      * the other callbacks still come in program order within a chunk; how
      * the instructions are cut into runs is otherwise unspecified. @p pcs is
-     * valid during the call only. The fastest way to see every PC: one call
+     * valid during the call only: for instructions of a BLOCK record it
+     * points into the process's block table, mapped read-only and shared
+     * with the producer (a misbehaving one could change it meanwhile), so
+     * never write through it. The fastest way to see every PC: one call
      * per run instead of one per instruction.
      */
     int (*exec_batch)(void *user, const struct sluice_thread_info *t, const uint64_t *pcs, size_t n,
@@ -104,7 +111,7 @@ struct sluice_consumer_opts {
 
 /** Per-thread and total counters, filled when a session ends. */
 struct sluice_counts {
-    uint64_t insns;  /**< EXEC records */
+    uint64_t insns;  /**< exec events: EXEC records, and BLOCK records' recorded instructions */
     uint64_t loads;  /**< MEM records, loads */
     uint64_t stores; /**< MEM records, stores */
     uint64_t lost;   /**< records lost (LOST records plus ring counters), exact */
@@ -147,9 +154,10 @@ int sluice_session__run(struct sluice_session *s);
 size_t sluice_session__salvaged(const struct sluice_session *s, uint64_t *bytes);
 
 /**
- * Records decoded so far, all threads together (EXEC + MEM + LOST records),
- * for progress reports. Thread-safe: may be called from any thread while
- * sluice_session__run() runs; the value only grows.
+ * Events decoded so far, all threads together (exec events, as counted in
+ * sluice_counts.insns, plus MEM and LOST records), for progress reports.
+ * Thread-safe: may be called from any thread while sluice_session__run()
+ * runs; the value only grows.
  */
 uint64_t sluice_session__events(const struct sluice_session *s);
 

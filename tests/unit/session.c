@@ -677,3 +677,231 @@ Test(session, new_rejects_bad_arguments)
     sluice_session__free(NULL);
     close(sv[1]);
 }
+
+/* --- block-encoded records (format 4) ------------------------------------------ */
+
+#define BLK_DESCS 16
+#define BLK_ITERS 20000
+
+/* The stream: iteration k runs descriptor k % BLK_DESCS (n instructions,
+ * PCs 0x10000 (b + 1) + 4 i, recorded unless i % 5 == 3), with a load
+ * record for every instruction i % 4 == 1; every 7th is cut in two parts,
+ * the way a producer cuts a block at a chunk boundary. */
+static unsigned blk_n(unsigned b)
+{
+    return b == 5 ? SLUICE_BLOCK_MAX_INSNS : 1 + b * 37 % 60;
+}
+
+static uint64_t blk_pc(unsigned b, unsigned i)
+{
+    return 0x10000ull * (b + 1) + 4 * i;
+}
+
+struct blk_expect {
+    struct event *ev;
+    size_t n, cap;
+    uint64_t insns, loads;
+};
+
+static void blk_put(struct blk_expect *x, struct event e)
+{
+    if (x->n == x->cap) {
+        x->cap = x->cap ? 2 * x->cap : 4096;
+        x->ev = realloc(x->ev, x->cap * sizeof(*x->ev));
+        cr_assert_not_null(x->ev);
+    }
+    x->ev[x->n++] = e;
+    x->insns += e.kind == K_EXEC;
+    x->loads += e.kind == K_READ;
+}
+
+/* Part [from, to) of iteration k: its words into w (returns their count),
+ * its events into x (if not NULL). */
+static unsigned blk_part(uint64_t id, unsigned b, unsigned from, unsigned to, uint64_t *w,
+                         struct blk_expect *x)
+{
+    unsigned n = 0;
+
+    w[n++] = sluice_block_hdr(id, from, to);
+    for (unsigned i = from; i < to; i++) {
+        if (x && i % 5 != 3) {
+            blk_put(x, (struct event){K_EXEC, 0, 100, blk_pc(b, i), 0, 0, 0});
+        }
+        if (i % 4 == 1) {
+            w[n++] = sluice_mem_hdr(blk_pc(b, i), 3, 0);
+            w[n++] = 0x8000 + i;
+            w[n++] = i;
+            if (x) {
+                blk_put(x, (struct event){K_READ, 8, 100, blk_pc(b, i), 0x8000 + i, i, 0});
+            }
+        }
+    }
+    return n;
+}
+
+struct blk_jitter {
+    int fd;
+    struct test_ring ring;
+    uint64_t ids[BLK_DESCS];
+};
+
+static void *blk_fake_jitter(void *arg)
+{
+    struct blk_jitter *j = arg;
+    static uint64_t w[1 + 3 * SLUICE_BLOCK_MAX_INSNS];
+
+    send_type(j->fd, SLUICE_CTL_WELCOME, SLUICE_CTL_VERSION, NULL);
+    send_ring(j->fd, &j->ring);
+    for (unsigned k = 0; k < BLK_ITERS; k++) {
+        unsigned b = k % BLK_DESCS, n = blk_n(b), cut = k % 7 == 0 ? n / 2 : n;
+
+        test_ring__append(&j->ring, w, blk_part(j->ids[b], b, 0, cut, w, NULL));
+        if (cut < n) {
+            test_ring__append(&j->ring, w, blk_part(j->ids[b], b, cut, n, w, NULL));
+        }
+        if (k % 100 == 99) {
+            test_ring__publish(&j->ring);
+        }
+    }
+    test_ring__close(&j->ring);
+    close(j->fd);
+    return NULL;
+}
+
+struct blk_check {
+    const struct blk_expect *x;
+    size_t next;
+    int errors;
+    char first[160];
+};
+
+static void blk_trace(void *user, const struct sluice_thread_info *t, void *item)
+{
+    struct blk_check *c = user;
+    const struct event *got = item;
+    size_t len = got->kind == K_EXEC && got->size ? got->size : 1;
+    uint64_t h = 0;
+
+    (void)t;
+    if (c->next + len > c->x->n) {
+        c->errors++;
+        return;
+    }
+    if (got->kind == K_EXEC && got->size) { /* a run from exec_batch */
+        for (size_t k = 0; k < len; k++) {
+            h = fold_pc(h, c->x->ev[c->next + k].pc);
+            c->errors += c->x->ev[c->next + k].kind != K_EXEC;
+        }
+        c->errors += h != got->value;
+    } else if (memcmp(got, &c->x->ev[c->next], sizeof(*got)) != 0) {
+        if (c->errors++ == 0) {
+            snprintf(c->first, sizeof(c->first), "event %zu: kind %u pc 0x%llx, want 0x%llx",
+                     c->next, got->kind, (unsigned long long)got->pc,
+                     (unsigned long long)c->x->ev[c->next].pc);
+        }
+    }
+    c->next += len;
+}
+
+/* Trace the stream through exec (0), exec_batch (1) or no callbacks (2, as `sluice stats`). */
+static void run_blocks(int mode)
+{
+    struct sluice_consumer_opts opts = {.sz = sizeof(opts), .workers = 2};
+    struct sluice_callbacks cb = {.sz = sizeof(cb)};
+    struct blk_jitter *j = calloc(1, sizeof(*j));
+    struct blk_expect x = {0};
+    struct blk_check c = {&x, 0, 0, ""};
+    uint64_t w[1 + 3 * SLUICE_BLOCK_MAX_INSNS], pcs[SLUICE_BLOCK_MAX_INSNS];
+    uint8_t rec[SLUICE_BLOCK_MAX_INSNS];
+    struct sluice_counts total;
+    struct sluice_session *s;
+    pthread_t jt;
+    int sv[2], rc;
+
+    cr_assert_eq(test_ring__create(&j->ring, 64 * 1024, 100, 0), 0);
+    cr_assert_eq(test_ring__add_blocks(&j->ring, 64 * 1024), 0);
+    for (unsigned b = 0; b < BLK_DESCS; b++) {
+        for (unsigned i = 0; i < blk_n(b); i++) {
+            pcs[i] = blk_pc(b, i);
+            rec[i] = i % 5 != 3;
+        }
+        j->ids[b] = test_ring__add_block(&j->ring, blk_n(b), pcs, rec);
+    }
+    for (unsigned k = 0; k < BLK_ITERS; k++) {
+        unsigned b = k % BLK_DESCS, n = blk_n(b), cut = k % 7 == 0 ? n / 2 : n;
+
+        blk_part(j->ids[b], b, 0, cut, w, &x);
+        if (cut < n) {
+            blk_part(j->ids[b], b, cut, n, w, &x);
+        }
+    }
+    if (mode < 2) {
+        cb.user = &c;
+        cb.item_size = sizeof(struct event);
+        cb.read = w_mem;
+        cb.trace = blk_trace;
+        if (mode == 0) {
+            cb.exec = w_exec;
+        } else {
+            cb.exec_batch = w_exec_batch;
+        }
+    }
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    s = sluice_session__new(sv[0], &cb, &opts);
+    cr_assert_not_null(s);
+    recv_hello(sv[1]);
+    j->fd = sv[1];
+    cr_assert_eq(pthread_create(&jt, NULL, blk_fake_jitter, j), 0);
+    rc = sluice_session__run(s);
+    pthread_join(jt, NULL);
+    cr_assert_eq(rc, 0, "%s", sluice_session__error(s));
+    cr_assert_eq(c.errors, 0, "%d errors, first: %s", c.errors, c.first);
+    if (mode < 2) {
+        cr_assert_eq(c.next, x.n, "%zu of %zu events", c.next, x.n);
+    }
+    sluice_session__counts(s, &total, NULL, NULL, 0);
+    cr_assert_eq(total.insns, x.insns, "exec events, expanded: %llu, want %llu",
+                 (unsigned long long)total.insns, (unsigned long long)x.insns);
+    cr_assert_eq(total.loads, x.loads);
+    cr_assert_eq(sluice_session__events(s), x.insns + x.loads);
+    sluice_session__free(s);
+    test_ring__destroy(&j->ring);
+    free(x.ev);
+    free(j);
+}
+
+Test(session, blocks_through_exec, .timeout = 60)
+{
+    run_blocks(0);
+}
+
+Test(session, blocks_through_exec_batch, .timeout = 60)
+{
+    run_blocks(1);
+}
+
+Test(session, blocks_counted_without_callbacks, .timeout = 60)
+{
+    run_blocks(2);
+}
+
+/* A ring whose block table is not one: refused, naming the pid, tid and field. */
+static void bad_table(int fd)
+{
+    struct test_ring t;
+
+    welcome_only(fd);
+    cr_assert_eq(test_ring__create(&t, 4096, 77, 0), 0);
+    cr_assert_eq(test_ring__add_blocks(&t, 8192), 0);
+    t.blocks->version = 3;
+    send_ring(fd, &t);
+    test_ring__destroy(&t);
+}
+
+Test(session, ring_with_a_bad_block_table_is_refused)
+{
+    char err[256];
+
+    cr_assert_eq(run_against(bad_table, err, sizeof(err)), -EPROTO);
+    cr_assert(strstr(err, "pid 1000 tid 77: block table: format version 3"), "%s", err);
+}

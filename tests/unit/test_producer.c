@@ -62,8 +62,54 @@ int test_ring__create(struct test_ring *t, uint64_t size, uint32_t tid, uint64_t
     return 0;
 }
 
+int test_ring__add_blocks(struct test_ring *t, uint64_t bytes)
+{
+    uint64_t offset = SLUICE_RING_HDR_BYTES + t->size;
+    void *base;
+
+    if (ftruncate(t->fd, (off_t)(offset + bytes)) < 0) {
+        return -errno;
+    }
+    base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, (off_t)offset);
+    if (base == MAP_FAILED) {
+        return -errno;
+    }
+    t->blocks = base;
+    t->blocks_data = (uint64_t *)((uint8_t *)base + SLUICE_BLOCKS_HDR_BYTES);
+    t->blocks_len = bytes;
+    t->blocks->magic = SLUICE_BLOCKS_MAGIC;
+    t->blocks->version = SLUICE_FORMAT_VERSION;
+    t->blocks->hdr_bytes = SLUICE_BLOCKS_HDR_BYTES;
+    t->blocks->capacity_words = (bytes - SLUICE_BLOCKS_HDR_BYTES) / 8;
+    t->hdr->blocks_offset = offset;
+    t->hdr->blocks_bytes = bytes;
+    return 0;
+}
+
+uint64_t test_ring__add_block(struct test_ring *t, unsigned n, const uint64_t *pcs,
+                              const uint8_t *recorded)
+{
+    uint64_t id = t->blocks->used_words, count = 0;
+    uint8_t *bytes = (uint8_t *)&t->blocks_data[id + 1 + n];
+
+    memset(bytes, 0, (n + 7) / 8 * 8);
+    for (unsigned i = 0; i < n; i++) {
+        t->blocks_data[id + 1 + i] = pcs[i];
+        bytes[i] = 4 | (recorded[i] ? SLUICE_BLOCK_RECORDED : 0);
+        count += recorded[i] != 0;
+    }
+    t->blocks_data[id] = n | count << 16;
+    /* Release: pairs with the consumer's acquire load of used_words. */
+    __atomic_store_n(&t->blocks->used_words, id + sluice_block_words(n), __ATOMIC_RELEASE);
+    return id;
+}
+
 void test_ring__destroy(struct test_ring *t)
 {
+    if (t->blocks) {
+        munmap(t->blocks, t->blocks_len);
+        t->blocks = NULL;
+    }
     if (t->map) {
         munmap(t->map, t->map_len);
     }

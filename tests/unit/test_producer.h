@@ -24,6 +24,9 @@ struct test_ring {
     unsigned waits;              /**< times the producer slept waiting for room */
     void *map;
     size_t map_len;
+    struct sluice_blocks_hdr *blocks; /**< the block table, after test_ring__add_blocks() */
+    uint64_t *blocks_data;            /**< its data words */
+    size_t blocks_len;                /**< bytes of its mapping */
 };
 
 /**
@@ -33,6 +36,23 @@ struct test_ring {
  * @return 0 or -errno.
  */
 int test_ring__create(struct test_ring *t, uint64_t size, uint32_t tid, uint64_t start);
+
+/**
+ * Give the ring's process a block table of @p bytes (page multiple, header
+ * included) in the same memfd, after the ring, and name it in the ring
+ * header (blocks_offset, blocks_bytes). Call before announcing the ring.
+ * @return 0 or -errno.
+ */
+int test_ring__add_blocks(struct test_ring *t, uint64_t bytes);
+
+/**
+ * Append a descriptor of @p n instructions at guest PCs @p pcs to the
+ * table, instruction i recorded when @p recorded[i] is set, and
+ * release-store used_words past it.
+ * @return its id (word index), for sluice_block_hdr().
+ */
+uint64_t test_ring__add_block(struct test_ring *t, unsigned n, const uint64_t *pcs,
+                              const uint8_t *recorded);
 
 /** Unmap and close. */
 void test_ring__destroy(struct test_ring *t);

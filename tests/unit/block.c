@@ -1,0 +1,649 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * block.c — unit tests of block decoding (consumer/block.c, the BLOCK
+ * expansion in consumer/decode.c): synthetic chunks and tables in memory, the
+ * decoded event sequence compared with the one the EXEC records of the
+ * same run would give, through exec, exec_batch and counting alone; every
+ * invalid block an error at its record, with the table allocated to its
+ * exact size so a read past it is an ASan failure.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "block_table.h"
+#include "chunk.h"
+#include "decode.h"
+#include "sluice/record.h"
+
+/* --- a table in memory ------------------------------------------------------ */
+
+struct table {
+    void *mem; /* header + capacity words, exactly */
+    uint64_t *data;
+    struct sluice_blocks_hdr *hdr;
+    uint64_t cap;
+    struct block_table bt;
+};
+
+static void table_init(struct table *tb, uint64_t cap)
+{
+    char err[160];
+
+    tb->mem = calloc(1, SLUICE_BLOCKS_HDR_BYTES + cap * 8);
+    cr_assert_not_null(tb->mem);
+    tb->hdr = tb->mem;
+    tb->data = (uint64_t *)((char *)tb->mem + SLUICE_BLOCKS_HDR_BYTES);
+    tb->cap = cap;
+    tb->hdr->magic = SLUICE_BLOCKS_MAGIC;
+    tb->hdr->version = SLUICE_FORMAT_VERSION;
+    tb->hdr->hdr_bytes = SLUICE_BLOCKS_HDR_BYTES;
+    tb->hdr->capacity_words = cap;
+    cr_assert_eq(
+        block_table__check(&tb->bt, tb->mem, SLUICE_BLOCKS_HDR_BYTES + cap * 8, err, sizeof(err)),
+        0, "%s", err);
+}
+
+static void table_fini(struct table *tb)
+{
+    free(tb->mem);
+}
+
+/* Instruction i of block b's PC. */
+static uint64_t pc_at(unsigned b, unsigned i)
+{
+    return 0x400000 + b * 0x10000 + i * 4;
+}
+
+/* Append a descriptor of @p n instructions (PCs pc_at(tag, i)); instruction
+ * i is recorded unless bit i of @p unrec is set (i < 64). Returns its id. */
+static uint64_t table_add(struct table *tb, unsigned tag, unsigned n, uint64_t unrec)
+{
+    uint64_t id = tb->hdr->used_words, rec = 0;
+    uint8_t *bytes;
+
+    cr_assert_leq(id + sluice_block_words(n), tb->cap);
+    for (unsigned i = 0; i < n; i++) {
+        tb->data[id + 1 + i] = pc_at(tag, i);
+    }
+    bytes = (uint8_t *)&tb->data[id + 1 + n];
+    for (unsigned i = 0; i < n; i++) {
+        int r = !(i < 64 && (unrec >> i & 1));
+
+        bytes[i] = 4 | (r ? SLUICE_BLOCK_RECORDED : 0);
+        rec += r;
+    }
+    tb->data[id] = n | rec << 16;
+    __atomic_store_n(&tb->hdr->used_words, id + sluice_block_words(n), __ATOMIC_RELEASE);
+    return id;
+}
+
+/* --- decoding and what it delivered --------------------------------------------- */
+
+enum { E_EXEC = 1, E_READ, E_WRITE, E_LOST };
+
+struct ev {
+    uint32_t kind;
+    uint64_t pc;
+};
+
+#define LOG_MAX 70000
+
+struct log {
+    struct ev ev[LOG_MAX];
+    size_t n;
+    size_t runs; /* exec_batch calls */
+    int outside; /* exec_batch got PCs that are not in the table */
+    int inside;  /* exec_batch runs pointing into the table (no copy) */
+    const struct table *tb;
+};
+
+static void log_put(struct log *l, uint32_t kind, uint64_t pc)
+{
+    cr_assert_lt(l->n, LOG_MAX);
+    l->ev[l->n++] = (struct ev){kind, pc};
+}
+
+static int on_exec(void *user, const struct sluice_thread_info *t, uint64_t pc, void *item)
+{
+    (void)t;
+    log_put(user, E_EXEC, pc);
+    if (item) {
+        *(struct ev *)item = (struct ev){E_EXEC, pc};
+    }
+    return 1;
+}
+
+static int on_batch(void *user, const struct sluice_thread_info *t, const uint64_t *pcs, size_t n,
+                    void *item)
+{
+    struct log *l = user;
+    const uint64_t *lo = l->tb ? l->tb->data : NULL;
+
+    (void)t;
+    (void)item;
+    cr_assert(n >= 1 && n <= 1024, "run of %zu", n);
+    /* Runs of a block come from the table itself; others from the run buffer. */
+    if (lo && pcs >= lo && pcs < lo + l->tb->cap && pcs + n > lo + l->tb->cap) {
+        l->outside++;
+    }
+    l->inside += lo && pcs >= lo && pcs < lo + l->tb->cap;
+    for (size_t k = 0; k < n; k++) {
+        log_put(l, E_EXEC, pcs[k]);
+    }
+    l->runs++;
+    return 0;
+}
+
+static int on_mem(void *user, const struct sluice_thread_info *t, const struct sluice_mem *m,
+                  void *item)
+{
+    (void)t;
+    (void)item;
+    log_put(user, m->is_write ? E_WRITE : E_READ, m->pc);
+    return 0;
+}
+
+static int on_lost(void *user, const struct sluice_thread_info *t, uint64_t count, void *item)
+{
+    (void)t;
+    (void)item;
+    log_put(user, E_LOST, count);
+    return 0;
+}
+
+enum mode { M_EXEC, M_BATCH, M_COUNT };
+
+struct result {
+    struct log *log;
+    struct sluice_counts counts;
+    uint64_t records;
+    int bad;
+    uint64_t bad_at, bad_hdr;
+    char why[128];
+};
+
+static const struct sluice_thread_info thread = {1, 2, 0, 0, "x86_64", "test"};
+
+/* Decode @p nw words @p w with table @p tb (may be NULL) through @p mode. */
+static struct result decode(const uint64_t *w, size_t nw, struct table *tb, enum mode mode)
+{
+    struct sluice_callbacks cb = {.sz = sizeof(cb)};
+    struct chunk_pool pool;
+    struct chunk *c;
+    struct result r = {0};
+
+    r.log = calloc(1, sizeof(*r.log));
+    r.log->tb = tb;
+    cb.user = r.log;
+    if (mode == M_EXEC) {
+        cb.exec = on_exec;
+    } else if (mode == M_BATCH) {
+        cb.exec_batch = on_batch;
+    }
+    if (mode != M_COUNT) {
+        cb.read = on_mem;
+        cb.write = on_mem;
+        cb.lost = on_lost;
+    }
+    chunk_pool__init(&pool, 1, 0);
+    c = chunk_pool__get(&pool);
+    c->words = w;
+    c->len = nw * 8;
+    c->at = 0x1000;
+    c->blocks = tb ? &tb->bt : NULL;
+    r.records = decode_chunk(c, &cb, &thread);
+    r.counts = c->counts;
+    r.bad = c->bad;
+    r.bad_at = c->bad_at;
+    r.bad_hdr = c->bad_hdr;
+    memcpy(r.why, c->bad_why, sizeof(r.why));
+    chunk_pool__put(&pool, c);
+    chunk_pool__destroy(&pool);
+    return r;
+}
+
+static void result_free(struct result *r)
+{
+    free(r->log);
+}
+
+/* Words of a MEM record (load, 8 bytes) of PC @p pc. */
+static unsigned mem(uint64_t *w, uint64_t pc)
+{
+    w[0] = sluice_mem_hdr(pc, 3, 0);
+    w[1] = 0x1000;
+    w[2] = 42;
+    return 3;
+}
+
+/*
+ * Decode @p w through exec, exec_batch and counting alone and check each
+ * against @p want (@p nwant events): the same sequence, the same counts.
+ */
+static void expect(const uint64_t *w, size_t nw, struct table *tb, const struct ev *want,
+                   size_t nwant)
+{
+    uint64_t insns = 0, loads = 0;
+
+    for (size_t k = 0; k < nwant; k++) {
+        insns += want[k].kind == E_EXEC;
+        loads += want[k].kind == E_READ;
+    }
+    for (int m = M_EXEC; m <= M_COUNT; m++) {
+        struct result r = decode(w, nw, tb, (enum mode)m);
+
+        cr_assert_eq(r.bad, 0, "mode %d: bad %d at %llu: %s", m, r.bad,
+                     (unsigned long long)r.bad_at, r.why);
+        cr_assert_eq(r.counts.insns, insns, "mode %d: %llu insns, want %llu", m,
+                     (unsigned long long)r.counts.insns, (unsigned long long)insns);
+        cr_assert_eq(r.counts.loads, loads, "mode %d", m);
+        cr_assert_eq(r.log->outside, 0, "mode %d: a run beyond the table", m);
+        if (m != M_COUNT) {
+            cr_assert_eq(r.log->n, nwant, "mode %d: %zu events, want %zu", m, r.log->n, nwant);
+            for (size_t k = 0; k < nwant; k++) {
+                cr_assert(r.log->ev[k].kind == want[k].kind && r.log->ev[k].pc == want[k].pc,
+                          "mode %d event %zu: %u 0x%llx, want %u 0x%llx", m, k, r.log->ev[k].kind,
+                          (unsigned long long)r.log->ev[k].pc, want[k].kind,
+                          (unsigned long long)want[k].pc);
+            }
+        } else {
+            cr_assert_eq(r.log->n, 0);
+        }
+        result_free(&r);
+    }
+}
+
+#define X(b, i)                                                                                    \
+    {                                                                                              \
+        E_EXEC, pc_at(b, i)                                                                        \
+    }
+#define R(b, i)                                                                                    \
+    {                                                                                              \
+        E_READ, pc_at(b, i)                                                                        \
+    }
+
+/* --- well-formed blocks ------------------------------------------------------ */
+
+Test(block, full_block)
+{
+    struct table tb;
+    uint64_t w[1];
+    const struct ev want[] = {X(1, 0), X(1, 1), X(1, 3), X(1, 4)};
+
+    table_init(&tb, 64);
+    w[0] = sluice_block_hdr(table_add(&tb, 1, 5, 1u << 2), 0, 5);
+    expect(w, 1, &tb, want, 4);
+    table_fini(&tb);
+}
+
+Test(block, blocks_back_to_back_and_exec_records_around)
+{
+    struct table tb;
+    uint64_t w[5], a, b;
+    const struct ev want[] = {{E_EXEC, 0x10}, X(1, 0), X(1, 1),     X(2, 0),
+                              X(2, 1),        X(2, 2), {E_LOST, 3}, {E_EXEC, 0x20}};
+    struct result r;
+
+    table_init(&tb, 64);
+    a = table_add(&tb, 1, 2, 0);
+    b = table_add(&tb, 2, 3, 0);
+    w[0] = sluice_exec_hdr(0x10);
+    w[1] = sluice_block_hdr(a, 0, 2);
+    w[2] = sluice_block_hdr(b, 0, 3);                           /* ends block a */
+    w[3] = ((uint64_t)SLUICE_TAG_LOST << SLUICE_TAG_SHIFT) | 3; /* ends block b */
+    w[4] = sluice_exec_hdr(0x20);                               /* outside any block */
+    expect(w, 5, &tb, want, 8);
+    /* Without the LOST record, the EXEC record is block b's, and 0x20 is not in it. */
+    w[3] = w[4];
+    r = decode(w, 4, &tb, M_EXEC);
+    cr_assert_eq(r.bad, CHUNK_BAD_PC);
+    result_free(&r);
+    table_fini(&tb);
+}
+
+Test(block, interleaved_with_mem_records)
+{
+    struct table tb;
+    uint64_t w[32];
+    unsigned n = 0;
+    const struct ev want[] = {X(1, 0), X(1, 1), R(1, 1), R(1, 1), X(1, 2),
+                              R(1, 3), X(1, 4), R(1, 4), X(1, 5)};
+
+    table_init(&tb, 64);
+    w[n++] = sluice_block_hdr(table_add(&tb, 1, 6, 1u << 3), 0, 6);
+    n += mem(&w[n], pc_at(1, 1)); /* two accesses of one instruction */
+    n += mem(&w[n], pc_at(1, 1));
+    n += mem(&w[n], pc_at(1, 3)); /* an instruction whose exec is not recorded */
+    n += mem(&w[n], pc_at(1, 4));
+    expect(w, n, &tb, want, 9);
+    table_fini(&tb);
+}
+
+Test(block, split_at_a_chunk_boundary)
+{
+    struct table tb;
+    uint64_t w1[8], w2[8], id;
+    unsigned n1 = 0, n2 = 0;
+    const struct ev want1[] = {X(1, 0), R(1, 0), X(1, 1), X(1, 2)};
+    const struct ev want2[] = {X(1, 3), R(1, 3), X(1, 4)};
+
+    table_init(&tb, 64);
+    id = table_add(&tb, 1, 5, 0);
+    w1[n1++] = sluice_block_hdr(id, 0, 3);
+    n1 += mem(&w1[n1], pc_at(1, 0));
+    w2[n2++] = sluice_block_hdr(id, 3, 5);
+    n2 += mem(&w2[n2], pc_at(1, 3));
+    expect(w1, n1, &tb, want1, 4); /* each chunk decodes alone */
+    expect(w2, n2, &tb, want2, 3);
+    /* A record of the first part's instructions in the second part is not in it. */
+    n2 = 1;
+    n2 += mem(&w2[n2], pc_at(1, 1));
+    struct result r = decode(w2, n2, &tb, M_EXEC);
+    cr_assert_eq(r.bad, CHUNK_BAD_PC);
+    result_free(&r);
+    table_fini(&tb);
+}
+
+Test(block, exec_record_inside_a_block)
+{
+    struct table tb;
+    uint64_t w[8];
+    unsigned n = 0;
+    /* Instruction 2 is a SLUICE_HOOK_ONCE one: not marked, its EXEC record is its event. */
+    const struct ev want[] = {X(1, 0), X(1, 1), X(1, 2), R(1, 2), X(1, 3)};
+
+    table_init(&tb, 64);
+    w[n++] = sluice_block_hdr(table_add(&tb, 1, 4, 1u << 2), 0, 4);
+    w[n++] = sluice_exec_hdr(pc_at(1, 2));
+    n += mem(&w[n], pc_at(1, 2));
+    expect(w, n, &tb, want, 5);
+    table_fini(&tb);
+}
+
+Test(block, partial_block)
+{
+    struct table tb;
+    uint64_t w[8];
+    unsigned n = 0;
+    const struct ev want[] = {X(1, 0), R(1, 1), X(1, 2), {E_LOST, 1}};
+
+    table_init(&tb, 64);
+    w[n++] = sluice_block_hdr(table_add(&tb, 1, 6, 1u << 1), 0, 3); /* left at insn 2 */
+    n += mem(&w[n], pc_at(1, 1));
+    w[n++] = ((uint64_t)SLUICE_TAG_LOST << SLUICE_TAG_SHIFT) | 1;
+    expect(w, n, &tb, want, 4);
+    /* A record of an instruction past `to` is not in the block. */
+    n = 1;
+    n += mem(&w[n], pc_at(1, 3));
+    struct result r = decode(w, n, &tb, M_COUNT);
+    cr_assert_eq(r.bad, CHUNK_BAD_PC);
+    result_free(&r);
+    table_fini(&tb);
+}
+
+Test(block, empty_part)
+{
+    struct table tb;
+    uint64_t w[4], id;
+    const struct ev want[] = {X(1, 0), X(1, 1), X(1, 2)};
+
+    table_init(&tb, 64);
+    id = table_add(&tb, 1, 3, 0);
+    w[0] = sluice_block_hdr(id, 3, 3); /* the boundary fell right after the block */
+    w[1] = sluice_block_hdr(id, 0, 0);
+    w[2] = sluice_block_hdr(id, 0, 3);
+    expect(w, 3, &tb, want, 3);
+    table_fini(&tb);
+}
+
+Test(block, records_in_a_different_order_are_refused)
+{
+    struct table tb;
+    uint64_t w[8];
+    unsigned n = 0;
+
+    table_init(&tb, 64);
+    w[n++] = sluice_block_hdr(table_add(&tb, 1, 4, 0), 0, 4);
+    n += mem(&w[n], pc_at(1, 2));
+    n += mem(&w[n], pc_at(1, 1)); /* an earlier instruction, after a later one */
+    struct result r = decode(w, n, &tb, M_EXEC);
+    cr_assert_eq(r.bad, CHUNK_BAD_PC);
+    cr_assert_eq(r.bad_at, 0x1000 + 4 * 8, "at the second MEM record");
+    cr_assert_eq(r.log->n, 4, "instructions 0..2 and the first access, nothing after");
+    cr_assert(strstr(r.why, "not in block"), "%s", r.why);
+    result_free(&r);
+    table_fini(&tb);
+}
+
+Test(block, recorded_bits_past_the_first_byte_word)
+{
+    struct table tb;
+    uint64_t w[16];
+    struct ev want[40];
+    unsigned n = 0, k = 0;
+    uint64_t unrec = 0;
+
+    table_init(&tb, 128);
+    for (unsigned i = 0; i < 37; i++) {
+        if (i % 3 == 1) {
+            unrec |= 1ull << i;
+        }
+    }
+    w[n++] = sluice_block_hdr(table_add(&tb, 1, 37, unrec), 0, 37);
+    n += mem(&w[n], pc_at(1, 19)); /* not recorded: 19 % 3 == 1 */
+    for (unsigned i = 0; i < 37; i++) {
+        if (i % 3 != 1) {
+            want[k++] = (struct ev)X(1, i);
+        }
+        if (i == 19) {
+            want[k++] = (struct ev)R(1, 19);
+        }
+    }
+    expect(w, n, &tb, want, k);
+    table_fini(&tb);
+}
+
+Test(block, largest_block_in_batch_mode_is_one_run_from_the_table)
+{
+    struct table tb;
+    uint64_t w[1];
+    struct result r;
+
+    table_init(&tb, 1024);
+    w[0] =
+        sluice_block_hdr(table_add(&tb, 1, SLUICE_BLOCK_MAX_INSNS, 0), 0, SLUICE_BLOCK_MAX_INSNS);
+    r = decode(w, 1, &tb, M_BATCH);
+    cr_assert_eq(r.bad, 0);
+    cr_assert_eq(r.log->n, SLUICE_BLOCK_MAX_INSNS);
+    cr_assert_eq(r.log->runs, 1);
+    cr_assert_eq(r.log->inside, 1, "the run is the table's own PCs");
+    cr_assert_eq(r.counts.insns, SLUICE_BLOCK_MAX_INSNS);
+    cr_assert_eq(r.records, SLUICE_BLOCK_MAX_INSNS, "events: the exec events");
+    result_free(&r);
+    table_fini(&tb);
+}
+
+/* One item per exec event: a chunk of BLOCK words makes far more items than words. */
+static int item_exec(void *user, const struct sluice_thread_info *t, uint64_t pc, void *item)
+{
+    (void)user;
+    (void)t;
+    *(uint64_t *)item = pc;
+    return 1;
+}
+
+Test(block, items_grow_past_one_per_word)
+{
+    struct sluice_callbacks cb = {.sz = sizeof(cb), .item_size = 8, .exec = item_exec};
+    struct chunk_pool pool;
+    struct table tb;
+    uint64_t *w, id;
+    size_t nw = 200;
+    struct chunk *c;
+
+    table_init(&tb, 1024);
+    id = table_add(&tb, 1, SLUICE_BLOCK_MAX_INSNS, 0);
+    w = calloc(nw, 8);
+    for (size_t i = 0; i < nw; i++) {
+        w[i] = sluice_block_hdr(id, 0, SLUICE_BLOCK_MAX_INSNS);
+    }
+    chunk_pool__init(&pool, 1, cb.item_size);
+    c = chunk_pool__get(&pool);
+    c->words = w;
+    c->len = nw * 8;
+    c->blocks = &tb.bt;
+    decode_chunk(c, &cb, &thread);
+    cr_assert_eq(c->bad, 0);
+    cr_assert_eq(c->n_items, nw * SLUICE_BLOCK_MAX_INSNS);
+    cr_assert_geq(c->items_cap, c->n_items);
+    cr_assert_eq(((uint64_t *)c->items)[c->n_items - 1], pc_at(1, SLUICE_BLOCK_MAX_INSNS - 1));
+    chunk_pool__put(&pool, c);
+    chunk_pool__destroy(&pool);
+    free(w);
+    table_fini(&tb);
+}
+
+/* --- invalid blocks ------------------------------------------------------------ */
+
+/* Decode @p w in every mode: an error of @p kind at word @p at whose reason has @p why. */
+static void expect_bad(const uint64_t *w, size_t nw, struct table *tb, int kind, size_t at,
+                       const char *why, size_t events_before)
+{
+    for (int m = M_EXEC; m <= M_COUNT; m++) {
+        struct result r = decode(w, nw, tb, (enum mode)m);
+
+        cr_assert_eq(r.bad, kind, "mode %d: bad %d (%s)", m, r.bad, r.why);
+        cr_assert_eq(r.bad_at, 0x1000 + at * 8, "mode %d", m);
+        cr_assert_eq(r.bad_hdr, w[at], "mode %d", m);
+        cr_assert(strstr(r.why, why), "mode %d: \"%s\" lacks \"%s\"", m, r.why, why);
+        if (m != M_COUNT) {
+            cr_assert_eq(r.log->n, events_before, "mode %d: %zu events before", m, r.log->n);
+        }
+        result_free(&r);
+    }
+}
+
+Test(block, id_past_used_words)
+{
+    struct table tb;
+    uint64_t w[2];
+
+    table_init(&tb, 16);
+    table_add(&tb, 1, 3, 0); /* 5 words */
+    w[0] = sluice_block_hdr(0, 0, 3);
+    w[1] = sluice_block_hdr(5, 0, 1); /* past used_words */
+    expect_bad(w, 2, &tb, CHUNK_BAD_BLOCK, 1, "not whole", 3);
+    w[1] = sluice_block_hdr(16, 0, 1); /* at the capacity: the word does not exist */
+    tb.hdr->used_words = 16;
+    expect_bad(w, 2, &tb, CHUNK_BAD_BLOCK, 1, "not whole", 3);
+    w[1] = sluice_block_hdr(SLUICE_BLOCK_ID_MASK, 0, 1);
+    expect_bad(w, 2, &tb, CHUNK_BAD_BLOCK, 1, "not whole", 3);
+    table_fini(&tb);
+}
+
+Test(block, descriptor_past_used_words)
+{
+    struct table tb;
+    uint64_t w[1];
+
+    table_init(&tb, 8);
+    /* Word 0 says 500 instructions; the table has 8 words, all "used". */
+    tb.data[2] = 500 | 500u << 16;
+    tb.hdr->used_words = 8;
+    w[0] = sluice_block_hdr(2, 0, 500);
+    expect_bad(w, 1, &tb, CHUNK_BAD_BLOCK, 0, "not whole", 0);
+    table_fini(&tb);
+}
+
+Test(block, used_words_past_capacity)
+{
+    struct table tb;
+    uint64_t w[1];
+
+    table_init(&tb, 8);
+    table_add(&tb, 1, 2, 0);
+    tb.hdr->used_words = 1u << 20;
+    w[0] = sluice_block_hdr(0, 0, 2);
+    expect_bad(w, 1, &tb, CHUNK_BAD_BLOCK, 0, "capacity", 0);
+    table_fini(&tb);
+}
+
+Test(block, to_past_n_and_from_past_to)
+{
+    struct table tb;
+    uint64_t w[2], id;
+
+    table_init(&tb, 64);
+    id = table_add(&tb, 1, 4, 0);
+    w[0] = sluice_block_hdr(id, 0, 2);
+    w[1] = sluice_block_hdr(id, 0, 5);
+    expect_bad(w, 2, &tb, CHUNK_BAD_BLOCK, 1, "instructions 0..5 of a descriptor of 4", 2);
+    w[1] = sluice_block_hdr(id, 3, 2);
+    expect_bad(w, 2, &tb, CHUNK_BAD_BLOCK, 1, "instructions 3..2", 2);
+    w[1] = sluice_block_hdr(id, 0x3ff, 0x3ff);
+    expect_bad(w, 2, &tb, CHUNK_BAD_BLOCK, 1, "of a descriptor of 4", 2);
+    table_fini(&tb);
+}
+
+Test(block, n_zero_and_n_too_big)
+{
+    struct table tb;
+    uint64_t w[1];
+
+    table_init(&tb, 1024);
+    tb.hdr->used_words = 1024;
+    tb.data[0] = 0;
+    w[0] = sluice_block_hdr(0, 0, 0);
+    expect_bad(w, 1, &tb, CHUNK_BAD_BLOCK, 0, "has 0 instructions", 0);
+    tb.data[0] = 513 | 513u << 16;
+    w[0] = sluice_block_hdr(0, 0, 513);
+    expect_bad(w, 1, &tb, CHUNK_BAD_BLOCK, 0, "has 513 instructions", 0);
+    tb.data[0] = 0xffff;
+    expect_bad(w, 1, &tb, CHUNK_BAD_BLOCK, 0, "has 65535 instructions", 0);
+    table_fini(&tb);
+}
+
+Test(block, pc_not_in_block)
+{
+    struct table tb;
+    uint64_t w[8];
+    unsigned n = 0;
+
+    table_init(&tb, 64);
+    w[n++] = sluice_block_hdr(table_add(&tb, 1, 3, 0), 0, 3);
+    n += mem(&w[n], pc_at(1, 1));
+    w[n++] = sluice_exec_hdr(0x999); /* an EXEC record too */
+    expect_bad(w, n, &tb, CHUNK_BAD_PC, 4, "PC 0x999 is not in block 0", 3);
+    n = 1;
+    n += mem(&w[n], 0x999);
+    expect_bad(w, n, &tb, CHUNK_BAD_PC, 1, "PC 0x999 is not in block 0 (instructions 0..3 of 3)",
+               0);
+    table_fini(&tb);
+}
+
+Test(block, no_table)
+{
+    uint64_t w[2] = {sluice_exec_hdr(0x10), sluice_block_hdr(0, 0, 1)};
+
+    expect_bad(w, 2, NULL, CHUNK_BAD_BLOCK, 1, "no block table", 1);
+}
+
+Test(block, bad_header_after_a_block_delivers_the_block_first)
+{
+    struct table tb;
+    uint64_t w[2];
+
+    table_init(&tb, 64);
+    w[0] = sluice_block_hdr(table_add(&tb, 1, 3, 0), 0, 3);
+    w[1] = 0x4400000000000000ull;
+    for (int m = M_EXEC; m <= M_COUNT; m++) {
+        struct result r = decode(w, 2, &tb, (enum mode)m);
+
+        cr_assert_eq(r.bad, CHUNK_BAD_HEADER);
+        cr_assert_eq(r.counts.insns, 3, "the block ran before the bad record");
+        result_free(&r);
+    }
+    table_fini(&tb);
+}
