@@ -63,6 +63,10 @@ int block__start(struct block *b, struct block_view *v, uint64_t hdr, char *why,
         snprintf(why, whylen, "instructions %u..%u of a descriptor of %u", from, to, n);
         return -1;
     }
+    if (sluice_block_cont(hdr) && from >= n) {
+        snprintf(why, whylen, "it continues instruction %u of a descriptor of %u", from, n);
+        return -1;
+    }
     b->pcs = v->bt->data + id + 1;
     b->flags = b->pcs + n;
     b->id = id;
@@ -72,9 +76,11 @@ int block__start(struct block *b, struct block_view *v, uint64_t hdr, char *why,
         b->recorded = n;
     }
     b->from = from;
-    b->next = from;
     b->end = to;
-    b->last = -1;
+    /* A part that continues an instruction cut at a chunk boundary: its
+     * exec event came with the part before; its records still may follow. */
+    b->next = sluice_block_cont(hdr) ? from + 1 : from;
+    b->last = sluice_block_cont(hdr) ? (int)from : -1;
     return 0;
 
 not_covered:

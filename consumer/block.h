@@ -46,7 +46,9 @@ static inline uint64_t block__word(const uint64_t *w, size_t i)
  * Start block @p b from the BLOCK header word @p hdr: check that its
  * descriptor is whole in the table (id + sluice_block_words(n) <= used_words
  * <= capacity_words, loading used_words again only when the id is past what
- * @p v saw), that 1 <= n <= SLUICE_BLOCK_MAX_INSNS and from <= to <= n.
+ * @p v saw), that 1 <= n <= SLUICE_BLOCK_MAX_INSNS, from <= to <= n, and
+ * from < n if it continues (SLUICE_BLOCK_CONT: instruction from's exec event
+ * is not delivered again, its records still belong here).
  * @param[out] why on failure, the reason (for the decode error)
  * @return 0, or -1 with @p why filled; nothing outside the table is read.
  */

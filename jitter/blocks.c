@@ -177,14 +177,20 @@ static unsigned describe(const struct sluice_lift_block *b, uint64_t *w)
     return recorded;
 }
 
+/* One word that ends the block before: what follows is not its records. */
+#define END_OF_BLOCK (((uint64_t)SLUICE_TAG_PAD << SLUICE_TAG_SHIFT) | 1)
+
 uint64_t blocks_lift(const struct sluice_lift_block *b)
 {
     uint64_t w[sluice_block_words(SLUICE_BLOCK_MAX_INSNS)];
-    uint64_t words, h, hdr = 0;
+    uint64_t words, h, hdr = END_OF_BLOCK;
     int64_t id;
 
-    if (!B.hdr || b->n == 0 || b->n > SLUICE_BLOCK_MAX_INSNS || describe(b, w) == 0) {
-        return 0;
+    if (!B.hdr) {
+        return 0; /* no block anywhere, so none to end */
+    }
+    if (b->n == 0 || b->n > SLUICE_BLOCK_MAX_INSNS || describe(b, w) == 0) {
+        return b->records ? END_OF_BLOCK : 0;
     }
     words = sluice_block_words(b->n);
     h = hash_words(w, words);
@@ -202,7 +208,7 @@ uint64_t blocks_lift(const struct sluice_lift_block *b)
     if (id >= 0) {
         hdr = sluice_block_hdr((uint64_t)id, 0, b->n, 0);
     } else {
-        B.refused++;
+        B.refused++; /* its EXEC records stay, after END_OF_BLOCK */
     }
     pthread_mutex_unlock(&B.lock);
     return hdr;

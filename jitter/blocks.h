@@ -37,9 +37,11 @@ int blocks_after_fork_child(void);
 void blocks_where(uint64_t *offset, uint64_t *bytes);
 
 /**
- * The BLOCK header word for the TB @p b (its descriptor appended, or found
- * if an equal one exists), or 0 when it gets none: blocks disabled, no
- * instruction recorded, or the table full (counted, see blocks_report).
+ * The word the TB @p b writes at its start (jitter_abi.h, lift_block): its
+ * BLOCK header word (its descriptor appended, or found if an equal one
+ * exists); else, when it writes other records (no instruction recorded, or
+ * the table full: counted, see blocks_report), a PAD of one word, so they
+ * are not read as the block before's; else 0 (also with blocks disabled).
  */
 uint64_t blocks_lift(const struct sluice_lift_block *b);
 

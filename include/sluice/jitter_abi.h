@@ -105,7 +105,7 @@ struct sluice_lift_insn {
 /** A TB QEMU has lifted, at its end (translator_loop, after tb_stop). */
 struct sluice_lift_block {
     uint32_t n;          /**< instructions, 1..SLUICE_BLOCK_MAX_INSNS */
-    uint32_t reserved;   /**< 0 */
+    uint32_t records;    /**< 1 if it may write records besides EXEC ones (MEM, a Once hit) */
     const uint64_t *pc;  /**< n guest PCs in program order */
     const uint8_t *len;  /**< n lengths in bytes */
     const uint8_t *hook; /**< n hook_inst answers (sluice_hook_inst) */
@@ -196,11 +196,13 @@ struct sluice_jitter_ops {
      */
     int (*once_hit)(uint64_t pc);
     /**
-     * Lift time, once per TB, when it is complete: may the TB write one
-     * BLOCK record (record.h) instead of its EXEC records?
-     * @return the BLOCK header word QEMU makes the TB write at its start
-     *         (the TB's EXEC records are then dropped), or 0: keep the
-     *         EXEC records. Never fails.
+     * Lift time, once per TB, when it is complete: the word the TB writes
+     * at its start, after its capacity check.
+     * @return a BLOCK header word (record.h): the TB's EXEC records are
+     *         dropped and block_at names the word; another record word of
+     *         one word (a PAD of 1, so records that follow are not read as
+     *         the last block's): the EXEC records stay; or 0: no word.
+     *         Never fails.
      */
     uint64_t (*lift_block)(struct sluice_thread_slot *slot, const struct sluice_lift_block *b);
     /**

@@ -60,6 +60,8 @@
  * left when the block ends.
  * An EXEC record inside a block (a SLUICE_HOOK_ONCE instruction's first
  * hit) is that instruction's exec event; the descriptor does not mark it.
+ * A TB without a BLOCK record that writes records starts with a PAD of one
+ * word, which ends the block before.
  *
  * A TB left early (a fault, an exception) has its record rewritten before
  * it is published, so `to` counts the instructions that started, the one

@@ -273,7 +273,7 @@ Test(block, full_block)
     const struct ev want[] = {X(1, 0), X(1, 1), X(1, 3), X(1, 4)};
 
     table_init(&tb, 64);
-    w[0] = sluice_block_hdr(table_add(&tb, 1, 5, 1u << 2), 0, 5);
+    w[0] = sluice_block_hdr(table_add(&tb, 1, 5, 1u << 2), 0, 5, 0);
     expect(w, 1, &tb, want, 4);
     table_fini(&tb);
 }
@@ -290,8 +290,8 @@ Test(block, blocks_back_to_back_and_exec_records_around)
     a = table_add(&tb, 1, 2, 0);
     b = table_add(&tb, 2, 3, 0);
     w[0] = sluice_exec_hdr(0x10);
-    w[1] = sluice_block_hdr(a, 0, 2);
-    w[2] = sluice_block_hdr(b, 0, 3);                           /* ends block a */
+    w[1] = sluice_block_hdr(a, 0, 2, 0);
+    w[2] = sluice_block_hdr(b, 0, 3, 0);                        /* ends block a */
     w[3] = ((uint64_t)SLUICE_TAG_LOST << SLUICE_TAG_SHIFT) | 3; /* ends block b */
     w[4] = sluice_exec_hdr(0x20);                               /* outside any block */
     expect(w, 5, &tb, want, 8);
@@ -312,7 +312,7 @@ Test(block, interleaved_with_mem_records)
                               R(1, 3), X(1, 4), R(1, 4), X(1, 5)};
 
     table_init(&tb, 64);
-    w[n++] = sluice_block_hdr(table_add(&tb, 1, 6, 1u << 3), 0, 6);
+    w[n++] = sluice_block_hdr(table_add(&tb, 1, 6, 1u << 3), 0, 6, 0);
     n += mem(&w[n], pc_at(1, 1)); /* two accesses of one instruction */
     n += mem(&w[n], pc_at(1, 1));
     n += mem(&w[n], pc_at(1, 3)); /* an instruction whose exec is not recorded */
@@ -331,9 +331,9 @@ Test(block, split_at_a_chunk_boundary)
 
     table_init(&tb, 64);
     id = table_add(&tb, 1, 5, 0);
-    w1[n1++] = sluice_block_hdr(id, 0, 3);
+    w1[n1++] = sluice_block_hdr(id, 0, 3, 0);
     n1 += mem(&w1[n1], pc_at(1, 0));
-    w2[n2++] = sluice_block_hdr(id, 3, 5);
+    w2[n2++] = sluice_block_hdr(id, 3, 5, 0);
     n2 += mem(&w2[n2], pc_at(1, 3));
     expect(w1, n1, &tb, want1, 4); /* each chunk decodes alone */
     expect(w2, n2, &tb, want2, 3);
@@ -342,6 +342,36 @@ Test(block, split_at_a_chunk_boundary)
     n2 += mem(&w2[n2], pc_at(1, 1));
     struct result r = decode(w2, n2, &tb, M_EXEC);
     cr_assert_eq(r.bad, CHUNK_BAD_PC);
+    result_free(&r);
+    table_fini(&tb);
+}
+
+Test(block, split_inside_an_instruction_continues_it)
+{
+    struct table tb;
+    uint64_t w1[8], w2[12], id;
+    unsigned n1 = 0, n2 = 0;
+    /* Instruction 2's records fall on both sides of the boundary. */
+    const struct ev want1[] = {X(1, 0), X(1, 1), X(1, 2), R(1, 2)};
+    const struct ev want2[] = {R(1, 2), X(1, 3), X(1, 4), R(1, 4)};
+    const struct ev want3[] = {R(1, 2)};
+
+    table_init(&tb, 64);
+    id = table_add(&tb, 1, 5, 0);
+    w1[n1++] = sluice_block_hdr(id, 0, 3, 0);
+    n1 += mem(&w1[n1], pc_at(1, 2));
+    w2[n2++] = sluice_block_hdr(id, 2, 5, 1);
+    n2 += mem(&w2[n2], pc_at(1, 2));
+    n2 += mem(&w2[n2], pc_at(1, 4));
+    expect(w1, n1, &tb, want1, 4);
+    expect(w2, n2, &tb, want2, 4);
+    /* An empty part that continues delivers nothing; its instruction's records are its own. */
+    w2[0] = sluice_block_hdr(id, 2, 2, 1);
+    expect(w2, 4, &tb, want3, 1);
+    /* Continuing past the descriptor's end is refused. */
+    w2[0] = sluice_block_hdr(id, 5, 5, 1);
+    struct result r = decode(w2, 1, &tb, M_EXEC);
+    cr_assert_eq(r.bad, CHUNK_BAD_BLOCK);
     result_free(&r);
     table_fini(&tb);
 }
@@ -355,7 +385,7 @@ Test(block, exec_record_inside_a_block)
     const struct ev want[] = {X(1, 0), X(1, 1), X(1, 2), R(1, 2), X(1, 3)};
 
     table_init(&tb, 64);
-    w[n++] = sluice_block_hdr(table_add(&tb, 1, 4, 1u << 2), 0, 4);
+    w[n++] = sluice_block_hdr(table_add(&tb, 1, 4, 1u << 2), 0, 4, 0);
     w[n++] = sluice_exec_hdr(pc_at(1, 2));
     n += mem(&w[n], pc_at(1, 2));
     expect(w, n, &tb, want, 5);
@@ -370,7 +400,7 @@ Test(block, partial_block)
     const struct ev want[] = {X(1, 0), R(1, 1), X(1, 2), {E_LOST, 1}};
 
     table_init(&tb, 64);
-    w[n++] = sluice_block_hdr(table_add(&tb, 1, 6, 1u << 1), 0, 3); /* left at insn 2 */
+    w[n++] = sluice_block_hdr(table_add(&tb, 1, 6, 1u << 1), 0, 3, 0); /* left at insn 2 */
     n += mem(&w[n], pc_at(1, 1));
     w[n++] = ((uint64_t)SLUICE_TAG_LOST << SLUICE_TAG_SHIFT) | 1;
     expect(w, n, &tb, want, 4);
@@ -391,9 +421,9 @@ Test(block, empty_part)
 
     table_init(&tb, 64);
     id = table_add(&tb, 1, 3, 0);
-    w[0] = sluice_block_hdr(id, 3, 3); /* the boundary fell right after the block */
-    w[1] = sluice_block_hdr(id, 0, 0);
-    w[2] = sluice_block_hdr(id, 0, 3);
+    w[0] = sluice_block_hdr(id, 3, 3, 0); /* the boundary fell right after the block */
+    w[1] = sluice_block_hdr(id, 0, 0, 0);
+    w[2] = sluice_block_hdr(id, 0, 3, 0);
     expect(w, 3, &tb, want, 3);
     table_fini(&tb);
 }
@@ -405,7 +435,7 @@ Test(block, records_in_a_different_order_are_refused)
     unsigned n = 0;
 
     table_init(&tb, 64);
-    w[n++] = sluice_block_hdr(table_add(&tb, 1, 4, 0), 0, 4);
+    w[n++] = sluice_block_hdr(table_add(&tb, 1, 4, 0), 0, 4, 0);
     n += mem(&w[n], pc_at(1, 2));
     n += mem(&w[n], pc_at(1, 1)); /* an earlier instruction, after a later one */
     struct result r = decode(w, n, &tb, M_EXEC);
@@ -431,7 +461,7 @@ Test(block, recorded_bits_past_the_first_byte_word)
             unrec |= 1ull << i;
         }
     }
-    w[n++] = sluice_block_hdr(table_add(&tb, 1, 37, unrec), 0, 37);
+    w[n++] = sluice_block_hdr(table_add(&tb, 1, 37, unrec), 0, 37, 0);
     n += mem(&w[n], pc_at(1, 19)); /* not recorded: 19 % 3 == 1 */
     for (unsigned i = 0; i < 37; i++) {
         if (i % 3 != 1) {
@@ -452,8 +482,8 @@ Test(block, largest_block_in_batch_mode_is_one_run_from_the_table)
     struct result r;
 
     table_init(&tb, 1024);
-    w[0] =
-        sluice_block_hdr(table_add(&tb, 1, SLUICE_BLOCK_MAX_INSNS, 0), 0, SLUICE_BLOCK_MAX_INSNS);
+    w[0] = sluice_block_hdr(table_add(&tb, 1, SLUICE_BLOCK_MAX_INSNS, 0), 0, SLUICE_BLOCK_MAX_INSNS,
+                            0);
     r = decode(w, 1, &tb, M_BATCH);
     cr_assert_eq(r.bad, 0);
     cr_assert_eq(r.log->n, SLUICE_BLOCK_MAX_INSNS);
@@ -487,7 +517,7 @@ Test(block, items_grow_past_one_per_word)
     id = table_add(&tb, 1, SLUICE_BLOCK_MAX_INSNS, 0);
     w = calloc(nw, 8);
     for (size_t i = 0; i < nw; i++) {
-        w[i] = sluice_block_hdr(id, 0, SLUICE_BLOCK_MAX_INSNS);
+        w[i] = sluice_block_hdr(id, 0, SLUICE_BLOCK_MAX_INSNS, 0);
     }
     chunk_pool__init(&pool, 1, cb.item_size);
     c = chunk_pool__get(&pool);
@@ -532,13 +562,13 @@ Test(block, id_past_used_words)
 
     table_init(&tb, 16);
     table_add(&tb, 1, 3, 0); /* 5 words */
-    w[0] = sluice_block_hdr(0, 0, 3);
-    w[1] = sluice_block_hdr(5, 0, 1); /* past used_words */
+    w[0] = sluice_block_hdr(0, 0, 3, 0);
+    w[1] = sluice_block_hdr(5, 0, 1, 0); /* past used_words */
     expect_bad(w, 2, &tb, CHUNK_BAD_BLOCK, 1, "not whole", 3);
-    w[1] = sluice_block_hdr(16, 0, 1); /* at the capacity: the word does not exist */
+    w[1] = sluice_block_hdr(16, 0, 1, 0); /* at the capacity: the word does not exist */
     tb.hdr->used_words = 16;
     expect_bad(w, 2, &tb, CHUNK_BAD_BLOCK, 1, "not whole", 3);
-    w[1] = sluice_block_hdr(SLUICE_BLOCK_ID_MASK, 0, 1);
+    w[1] = sluice_block_hdr(SLUICE_BLOCK_ID_MASK, 0, 1, 0);
     expect_bad(w, 2, &tb, CHUNK_BAD_BLOCK, 1, "not whole", 3);
     table_fini(&tb);
 }
@@ -552,7 +582,7 @@ Test(block, descriptor_past_used_words)
     /* Word 0 says 500 instructions; the table has 8 words, all "used". */
     tb.data[2] = 500 | 500u << 16;
     tb.hdr->used_words = 8;
-    w[0] = sluice_block_hdr(2, 0, 500);
+    w[0] = sluice_block_hdr(2, 0, 500, 0);
     expect_bad(w, 1, &tb, CHUNK_BAD_BLOCK, 0, "not whole", 0);
     table_fini(&tb);
 }
@@ -565,7 +595,7 @@ Test(block, used_words_past_capacity)
     table_init(&tb, 8);
     table_add(&tb, 1, 2, 0);
     tb.hdr->used_words = 1u << 20;
-    w[0] = sluice_block_hdr(0, 0, 2);
+    w[0] = sluice_block_hdr(0, 0, 2, 0);
     expect_bad(w, 1, &tb, CHUNK_BAD_BLOCK, 0, "capacity", 0);
     table_fini(&tb);
 }
@@ -577,12 +607,12 @@ Test(block, to_past_n_and_from_past_to)
 
     table_init(&tb, 64);
     id = table_add(&tb, 1, 4, 0);
-    w[0] = sluice_block_hdr(id, 0, 2);
-    w[1] = sluice_block_hdr(id, 0, 5);
+    w[0] = sluice_block_hdr(id, 0, 2, 0);
+    w[1] = sluice_block_hdr(id, 0, 5, 0);
     expect_bad(w, 2, &tb, CHUNK_BAD_BLOCK, 1, "instructions 0..5 of a descriptor of 4", 2);
-    w[1] = sluice_block_hdr(id, 3, 2);
+    w[1] = sluice_block_hdr(id, 3, 2, 0);
     expect_bad(w, 2, &tb, CHUNK_BAD_BLOCK, 1, "instructions 3..2", 2);
-    w[1] = sluice_block_hdr(id, 0x3ff, 0x3ff);
+    w[1] = sluice_block_hdr(id, 0x3ff, 0x3ff, 0);
     expect_bad(w, 2, &tb, CHUNK_BAD_BLOCK, 1, "of a descriptor of 4", 2);
     table_fini(&tb);
 }
@@ -595,10 +625,10 @@ Test(block, n_zero_and_n_too_big)
     table_init(&tb, 1024);
     tb.hdr->used_words = 1024;
     tb.data[0] = 0;
-    w[0] = sluice_block_hdr(0, 0, 0);
+    w[0] = sluice_block_hdr(0, 0, 0, 0);
     expect_bad(w, 1, &tb, CHUNK_BAD_BLOCK, 0, "has 0 instructions", 0);
     tb.data[0] = 513 | 513u << 16;
-    w[0] = sluice_block_hdr(0, 0, 513);
+    w[0] = sluice_block_hdr(0, 0, 513, 0);
     expect_bad(w, 1, &tb, CHUNK_BAD_BLOCK, 0, "has 513 instructions", 0);
     tb.data[0] = 0xffff;
     expect_bad(w, 1, &tb, CHUNK_BAD_BLOCK, 0, "has 65535 instructions", 0);
@@ -612,7 +642,7 @@ Test(block, pc_not_in_block)
     unsigned n = 0;
 
     table_init(&tb, 64);
-    w[n++] = sluice_block_hdr(table_add(&tb, 1, 3, 0), 0, 3);
+    w[n++] = sluice_block_hdr(table_add(&tb, 1, 3, 0), 0, 3, 0);
     n += mem(&w[n], pc_at(1, 1));
     w[n++] = sluice_exec_hdr(0x999); /* an EXEC record too */
     expect_bad(w, n, &tb, CHUNK_BAD_PC, 4, "PC 0x999 is not in block 0", 3);
@@ -625,7 +655,7 @@ Test(block, pc_not_in_block)
 
 Test(block, no_table)
 {
-    uint64_t w[2] = {sluice_exec_hdr(0x10), sluice_block_hdr(0, 0, 1)};
+    uint64_t w[2] = {sluice_exec_hdr(0x10), sluice_block_hdr(0, 0, 1, 0)};
 
     expect_bad(w, 2, NULL, CHUNK_BAD_BLOCK, 1, "no block table", 1);
 }
@@ -636,7 +666,7 @@ Test(block, bad_header_after_a_block_delivers_the_block_first)
     uint64_t w[2];
 
     table_init(&tb, 64);
-    w[0] = sluice_block_hdr(table_add(&tb, 1, 3, 0), 0, 3);
+    w[0] = sluice_block_hdr(table_add(&tb, 1, 3, 0), 0, 3, 0);
     w[1] = 0x4400000000000000ull;
     for (int m = M_EXEC; m <= M_COUNT; m++) {
         struct result r = decode(w, 2, &tb, (enum mode)m);

@@ -103,6 +103,19 @@ Test(ring_blocks, descriptors_are_shared_and_laid_out, .init = setup)
     cr_assert_eq(blocks_index(sluice_block_id(a), 2, 3, PC0 + 4), -1);
 }
 
+Test(ring_blocks, a_tb_without_recorded_instructions_ends_the_block_before, .init = setup)
+{
+    uint64_t pc[2] = {PC0, PC0 + 4};
+    uint8_t len[2] = {4, 4}, never[2] = {SLUICE_HOOK_NEVER, SLUICE_HOOK_ONCE};
+    struct sluice_lift_block b = {.n = 2, .pc = pc, .len = len, .hook = never};
+    uint64_t pad1 = ((uint64_t)SLUICE_TAG_PAD << SLUICE_TAG_SHIFT) | 1;
+
+    cr_assert_eq(blocks_lift(&b), 0, "no record at all: no word");
+    b.records = 1;
+    cr_assert_eq(blocks_lift(&b), pad1, "its memory or Once records are not the last block's");
+    cr_assert_eq(sluice_rec_words(pad1), 1);
+}
+
 Test(ring_blocks, a_block_in_flight_is_not_published, .init = setup)
 {
     uint64_t hdr = lift(4), pos;

@@ -722,7 +722,7 @@ static unsigned blk_part(uint64_t id, unsigned b, unsigned from, unsigned to, ui
 {
     unsigned n = 0;
 
-    w[n++] = sluice_block_hdr(id, from, to);
+    w[n++] = sluice_block_hdr(id, from, to, 0);
     for (unsigned i = from; i < to; i++) {
         if (x && i % 5 != 3) {
             blk_put(x, (struct event){K_EXEC, 0, 100, blk_pc(b, i), 0, 0, 0});
