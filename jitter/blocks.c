@@ -67,8 +67,10 @@ static int table_new(void)
 
 int blocks_open(int enabled)
 {
-    B.enabled = enabled;
-    return enabled ? table_new() : 0;
+    int err = enabled ? table_new() : 0;
+
+    B.enabled = enabled && err == 0;
+    return err;
 }
 
 int blocks_after_fork_child(void)

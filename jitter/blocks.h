@@ -21,7 +21,8 @@
 /**
  * Allocate the table in the arena (arena_open() first) and map it.
  * @p enabled 0: lift nothing (per-instruction EXEC records only).
- * @return 0, or a negative errno.
+ * @return 0, or a negative errno (EFBIG past ulimit -f): then no table,
+ *         as with @p enabled 0, and the arena is as it was.
  */
 int blocks_open(int enabled);
 

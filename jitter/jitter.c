@@ -61,13 +61,12 @@ static int j_init(const struct sluice_host_info *info)
     }
     J.ring_bytes = o.ring_bytes;
     err = arena_open();
-    if (err == 0) {
-        err = blocks_open(!o.per_insn);
-    }
     if (err < 0) {
         fprintf(stderr, "sluice-jitter: cannot create the ring arena: %s\n", strerror(-err));
         return err;
     }
+    /* A table that does not fit (ulimit -f) leaves one record per instruction: exact, slower. */
+    (void)blocks_open(!o.per_insn);
     /* Without it no image is "main"; filters still see the others. */
     (void)image_init(info->exe);
     if (lift_init(&o) < 0) {
