@@ -38,11 +38,18 @@ int block__start(struct block *b, struct block_view *v, uint64_t hdr, char *why,
 {
     uint64_t id = sluice_block_id(hdr), w0;
     unsigned from = sluice_block_from(hdr), to = sluice_block_to(hdr), n;
+    struct block_seen *seen;
     int ok;
 
     if (!v->bt) {
         snprintf(why, whylen, "the ring has no block table");
         return -1;
+    }
+    seen = &v->seen[id % BLOCK_VIEW_CACHE];
+    if (seen->id1 == id + 1) {
+        n = seen->n;
+        w0 = (uint64_t)seen->recorded << 16 | n;
+        goto checked;
     }
     ok = covered(v, id + 1);
     if (ok <= 0) {
@@ -59,6 +66,9 @@ int block__start(struct block *b, struct block_view *v, uint64_t hdr, char *why,
     if (ok <= 0) {
         goto not_covered;
     }
+    *seen = (struct block_seen){
+        id + 1, n, (unsigned)(w0 >> 16 & 0xffff) > n ? n : (unsigned)(w0 >> 16 & 0xffff)};
+checked:
     if (from > to || to > n) {
         snprintf(why, whylen, "instructions %u..%u of a descriptor of %u", from, to, n);
         return -1;

@@ -17,10 +17,25 @@
 
 #include "block_table.h"
 
-/** A chunk's view of its ring's block table. */
+/** Descriptors a chunk's decoder remembers as checked (direct-mapped by id). */
+#define BLOCK_VIEW_CACHE 64
+
+/** A checked descriptor: its id + 1 (0: empty), n and recorded count as first loaded. */
+struct block_seen {
+    uint64_t id1;
+    unsigned n, recorded;
+};
+
+/**
+ * A chunk's view of its ring's block table. Zero-initialise it; the cache
+ * saves re-checking the descriptors a loop names over and over (its copy
+ * of n stays what was checked, so a producer changing the table later
+ * changes no bound).
+ */
 struct block_view {
     const struct block_table *bt; /**< NULL: the ring has no table */
     uint64_t used;                /**< used_words last loaded (0: not yet), <= capacity */
+    struct block_seen seen[BLOCK_VIEW_CACHE];
 };
 
 /** The block being decoded: one BLOCK record's part of a descriptor. */
@@ -53,6 +68,31 @@ static inline uint64_t block__word(const uint64_t *w, size_t i)
  * @return 0, or -1 with @p why filled; nothing outside the table is read.
  */
 int block__start(struct block *b, struct block_view *v, uint64_t hdr, char *why, size_t whylen);
+
+/**
+ * block__start() for a descriptor @p v has checked already, a plain part
+ * (not continued), inline: the common case of a loop. 0, or -1 to call
+ * block__start() instead.
+ */
+static inline int block__restart(struct block *b, const struct block_view *v, uint64_t hdr)
+{
+    uint64_t id = sluice_block_id(hdr);
+    const struct block_seen *seen = &v->seen[id % BLOCK_VIEW_CACHE];
+    unsigned from = sluice_block_from(hdr), to = sluice_block_to(hdr);
+
+    if (seen->id1 != id + 1 || from > to || to > seen->n || sluice_block_cont(hdr)) {
+        return -1;
+    }
+    b->pcs = v->bt->data + id + 1;
+    b->flags = b->pcs + seen->n;
+    b->id = id;
+    b->n = seen->n;
+    b->recorded = seen->recorded;
+    b->from = b->next = from;
+    b->end = to;
+    b->last = -1;
+    return 0;
+}
 
 /**
  * The instruction of @p b whose PC is @p pc for a MEM or EXEC record: the

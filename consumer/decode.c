@@ -23,6 +23,7 @@
 #include <endian.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "block.h"
 #include "sluice/record.h"
@@ -163,7 +164,20 @@ static uint64_t block_deliver(struct decoder *d, unsigned a, unsigned e)
     size_t isz = cb->item_size;
     uint64_t count = 0;
     unsigned i = a, s;
+    /* Word 0 as checked says every instruction is recorded (no filter): no bit to look at. */
+    int all = b->recorded == b->n;
 
+    if (a >= e) {
+        return 0;
+    }
+    if (all && cb->exec_batch) {
+        run_flush(d->run, d->c, cb, d->t, d->scratch);
+        batch_call(d, b->pcs + a, e - a);
+        return e - a;
+    }
+    if (all && !cb->exec) {
+        return e - a;
+    }
     if (cb->exec_batch) {
         while (i < e) {
             while (i < e && !block__recorded(b, i)) {
@@ -183,7 +197,7 @@ static uint64_t block_deliver(struct decoder *d, unsigned a, unsigned e)
     }
     if (cb->exec) {
         for (; i < e; i++) {
-            if (block__recorded(b, i)) {
+            if (all || block__recorded(b, i)) {
                 count++;
                 if (cb->exec(cb->user, d->t, block__word(b->pcs, i),
                              next_item(d->c, isz, d->scratch)) &&
@@ -246,7 +260,8 @@ static int block_begin(struct decoder *d, size_t i, size_t nw, uint64_t hdr)
 {
     struct chunk *c = d->c;
 
-    if (block__start(&d->blk, &d->view, hdr, c->bad_why, sizeof(c->bad_why)) < 0) {
+    if (block__restart(&d->blk, &d->view, hdr) < 0 &&
+        block__start(&d->blk, &d->view, hdr, c->bad_why, sizeof(c->bad_why)) < 0) {
         bad_record(c, i, hdr, CHUNK_BAD_BLOCK);
         return -1;
     }
@@ -283,6 +298,9 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
     d.run = &run;
     d.view.bt = c->blocks;
     d.view.used = 0;
+    if (c->blocks) {
+        memset(d.view.seen, 0, sizeof(d.view.seen));
+    }
     d.in_block = 0;
     while (i < nw) {
         uint64_t hdr = word(w, i);
