@@ -9,7 +9,10 @@
  * 8-byte record) but malloc'd large buffers are untouched until used, so
  * unused room costs address space only. Block records expand to one event
  * per instruction, so a worker may grow a chunk's item area
- * (chunk__reserve()); it keeps that room from then on.
+ * (chunk__reserve()), up to its items_max; it keeps that room from then on.
+ * Past items_max the decoder slices the chunk; the hand-off of a slice
+ * between worker and ordering thread (chunk__slice_wait/_done) is the only
+ * place here that may block besides chunk_pool__get().
  */
 #include "chunk.h"
 
@@ -30,6 +33,8 @@ void chunk_pool__init(struct chunk_pool *p, unsigned max, size_t item_size)
 static void chunk_free(struct chunk *c)
 {
     if (c) {
+        pthread_cond_destroy(&c->slice_cond);
+        pthread_mutex_destroy(&c->slice_lock);
         free(c->items);
         free(c);
     }
@@ -42,12 +47,15 @@ static struct chunk *chunk_alloc(size_t item_size)
     if (!c) {
         return NULL;
     }
+    pthread_mutex_init(&c->slice_lock, NULL);
+    pthread_cond_init(&c->slice_cond, NULL);
     c->items = item_size ? malloc(SLUICE_CHUNK_BYTES / 8 * item_size) : NULL;
     if (item_size && !c->items) {
         chunk_free(c);
         return NULL;
     }
     c->items_cap = item_size ? SLUICE_CHUNK_BYTES / 8 : 0;
+    c->items_max = chunk_items_max(item_size);
     c->item_size = item_size;
     return c;
 }
@@ -60,8 +68,14 @@ int chunk__reserve(struct chunk *c, size_t n)
     if (n <= cap || c->item_size == 0) {
         return 0;
     }
+    if (n > c->items_max) {
+        return -ERANGE;
+    }
     while (cap < n) {
         cap = cap ? cap * 2 : SLUICE_CHUNK_BYTES / 8;
+    }
+    if (cap > c->items_max) {
+        cap = c->items_max;
     }
     if (cap > SIZE_MAX / c->item_size) {
         return -ENOMEM;
@@ -116,7 +130,34 @@ struct chunk *chunk_pool__get(struct chunk_pool *p)
     c->n_items = 0;
     memset(&c->counts, 0, sizeof(c->counts));
     memset(&c->ord, 0, sizeof(c->ord));
+    c->partial = 0;
+    memset(&c->resume, 0, sizeof(c->resume));
+    c->slice = CHUNK_SLICE_OUT;
     return c;
+}
+
+int chunk__slice_wait(struct chunk *c)
+{
+    int resume;
+
+    pthread_mutex_lock(&c->slice_lock);
+    while (c->slice == CHUNK_SLICE_OUT) {
+        pthread_cond_wait(&c->slice_cond, &c->slice_lock);
+    }
+    resume = c->slice == CHUNK_SLICE_RESUME;
+    c->slice = CHUNK_SLICE_OUT; /* for the next slice, before the chunk is pushed again */
+    pthread_mutex_unlock(&c->slice_lock);
+    c->n_items = 0;
+    memset(&c->counts, 0, sizeof(c->counts));
+    return resume;
+}
+
+void chunk__slice_done(struct chunk *c, int resume)
+{
+    pthread_mutex_lock(&c->slice_lock);
+    c->slice = resume ? CHUNK_SLICE_RESUME : CHUNK_SLICE_ABANDON;
+    pthread_cond_signal(&c->slice_cond);
+    pthread_mutex_unlock(&c->slice_lock);
 }
 
 void chunk_pool__put(struct chunk_pool *p, struct chunk *c)

@@ -9,6 +9,13 @@
  * session's backpressure: readers block in chunk_pool__get() when every
  * chunk is in flight, so a slow `trace` callback slows the readers (and, in
  * lossless mode, the guest) instead of growing memory.
+ *
+ * The item area is bounded too (chunk_items_max()): a span whose events
+ * would make more items is decoded in slices. Its worker hands each full
+ * slice to the ordering stage (the chunk marked `partial`), waits in
+ * chunk__slice_wait() until the ordering thread has delivered it
+ * (chunk__slice_done()), and goes on from `resume` with an empty area.
+ * While it waits, the ordering thread holds the chunk.
  */
 #ifndef SLUICE_CHUNK_H
 #define SLUICE_CHUNK_H
@@ -17,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "block.h"
 #include "order.h"
 #include "sluice/consumer.h"
 #include "sluice/record.h"
@@ -31,7 +39,34 @@ enum chunk_bad {
     CHUNK_BAD_NOMEM = 6,    /**< no memory to grow the item area for a block's events */
 };
 
-struct block_table;
+/**
+ * Items a chunk's area holds at most, for items of @p item_size bytes (0 for
+ * none): SLUICE_CHUNK_ITEMS_BYTES worth (consumer.h), but never fewer than
+ * one per word of a span (SLUICE_CHUNK_BYTES / 8), so that plain records,
+ * which make at most one item per word, always fit and are never sliced.
+ */
+static inline size_t chunk_items_max(size_t item_size)
+{
+    size_t n = item_size ? SLUICE_CHUNK_ITEMS_BYTES / item_size : 0;
+
+    return item_size && n < SLUICE_CHUNK_BYTES / 8 ? SLUICE_CHUNK_BYTES / 8 : n;
+}
+
+/** Where the decode of a chunk that stopped at a full item area goes on. */
+struct chunk_resume {
+    size_t word;        /**< the next word to decode: a record's header, or the span's end */
+    uint64_t view_used; /**< the block view's used_words (block.h) */
+    struct block blk;   /**< the block being expanded, if in_block (blk.next: where) */
+    int in_block;       /**< the decode stopped inside blk */
+    int careful;        /**< blk's events may fill the area: room is checked per event */
+};
+
+/** A partial chunk's hand-off (chunk.slice), under chunk.slice_lock. */
+enum chunk_slice {
+    CHUNK_SLICE_OUT = 0,     /**< with the ordering stage (or no slice pending) */
+    CHUNK_SLICE_RESUME = 1,  /**< delivered: decode on */
+    CHUNK_SLICE_ABANDON = 2, /**< delivered nothing (the ring stopped): decode no more */
+};
 
 struct chunk {
     struct order_entry ord; /**< ordering link; ord.seq is the ring's chunk number */
@@ -48,8 +83,14 @@ struct chunk {
     uint8_t *items;                   /**< items made by the worker, item_size bytes each */
     size_t n_items;                   /**< items in `items` */
     size_t items_cap;                 /**< room in `items`, in items (grown by chunk__reserve()) */
+    size_t items_max;                 /**< items_cap never grows past this (chunk_items_max()) */
     size_t item_size;                 /**< bytes of one item (the pool's) */
-    struct sluice_counts counts;      /**< counted by the worker */
+    struct sluice_counts counts;      /**< counted by the worker (this slice's, if sliced) */
+    int partial;                      /**< the decode stopped at a full area; more to decode */
+    struct chunk_resume resume;       /**< ... from here */
+    pthread_mutex_t slice_lock;       /**< guards `slice` */
+    pthread_cond_t slice_cond;        /**< signalled when `slice` leaves CHUNK_SLICE_OUT */
+    int slice;                        /**< enum chunk_slice */
 };
 
 /** The pool. Fields are private. */
@@ -65,26 +106,46 @@ struct chunk_pool {
 /**
  * Make a pool of at most @p max chunks (allocated on demand), each with room
  * for SLUICE_CHUNK_BYTES / 8 items of @p item_size bytes (a span holds at
- * most SLUICE_CHUNK_BYTES of records: they end at chunk boundaries, record.h).
+ * most SLUICE_CHUNK_BYTES of records: they end at chunk boundaries,
+ * record.h), growing to at most chunk_items_max(@p item_size).
  */
 void chunk_pool__init(struct chunk_pool *p, unsigned max, size_t item_size);
 
 /**
- * A clean chunk (len, n_items, counts zero). Blocks while @p max chunks are
- * out. Any thread.
+ * A clean chunk (len, n_items, counts, partial, resume zero). Blocks while
+ * @p max chunks are out. Any thread.
  * @return the chunk, or NULL if memory ran out.
  */
 struct chunk *chunk_pool__get(struct chunk_pool *p);
 
 /**
- * Make room for @p n items in @p c (its items and the ones to come). A span
- * of plain records makes at most one item per word, which the initial room
- * holds; a BLOCK record may make one per instruction of its block, so the
- * decoder calls this at each BLOCK. The room grows (doubling) and stays
- * with the chunk when it is recycled. The thread holding @p c.
- * @return 0, or -ENOMEM (the chunk is unchanged).
+ * Make room for @p n items in @p c (its items and the ones to come), @p n
+ * at most c->items_max. A span of plain records makes at most one item per
+ * word, which the initial room holds; a BLOCK record may make one per
+ * instruction of its block, so the decoder calls this at each BLOCK. The
+ * room grows (doubling, capped at items_max) and stays with the chunk when
+ * it is recycled. The thread holding @p c.
+ * @return 0, -ENOMEM (the chunk is unchanged), or -ERANGE if @p n is past
+ *         items_max.
  */
 int chunk__reserve(struct chunk *c, size_t n);
+
+/**
+ * Worker, after pushing the partial chunk @p c to the ordering stage: wait
+ * (condition variable) until the ordering thread has delivered its items
+ * (chunk__slice_done()), then empty them (n_items and counts zero) for the
+ * next slice.
+ * @return 1: decode on; 0: the ring stopped before this chunk, decode no
+ *         more (push it once more, not partial, so its span is released).
+ */
+int chunk__slice_wait(struct chunk *c);
+
+/**
+ * Ordering thread, after delivering the partial chunk @p c's items (or not,
+ * if @p resume is 0): give it back to its waiting worker. @p c is the
+ * worker's from here on.
+ */
+void chunk__slice_done(struct chunk *c, int resume);
 
 /** Give @p c back and wake one waiter. Any thread. */
 void chunk_pool__put(struct chunk_pool *p, struct chunk *c);

@@ -17,6 +17,25 @@
  * block's MEM and EXEC records in program order (record.h); block.c reads
  * and checks the descriptors. The one allocation: a chunk's item area
  * grows at a BLOCK whose events could overflow it (chunk__reserve()).
+ *
+ * The item area is bounded (chunk_items_max()), and it always holds the
+ * worst case of plain records (one item per word), so only blocks can fill
+ * it. The invariant, at each record boundary: the items made, plus one for
+ * a pending exec_batch run, plus one per word left in the span, fit in
+ * items_cap. Each non-BLOCK record keeps it (it uses at least one word and
+ * makes at most one item), so the plain path checks nothing. A BLOCK
+ * record checks once whether its instructions' events fit as well (the
+ * area grows up to the bound if needed); only a block that may not fit is
+ * expanded `careful`ly, checking room before each event it makes (before
+ * each run, with exec_batch). When there is none, the decode stops there,
+ * between two events, and saves where (c->resume: the record to decode
+ * next, the block and its next instruction) with c->partial set; the
+ * caller delivers the items and calls again with an empty area. Since the
+ * area holds one item per word and a block is entered after its record's
+ * word, every slice makes at least one event. A resumed decode loads the
+ * header of the record it stopped at again; it is checked as the first
+ * time, so a producer changing it meanwhile gives wrong events, never a
+ * read outside the span (and the caller's lapped check covers each slice).
  */
 #include "decode.h"
 
@@ -59,6 +78,9 @@ struct decoder {
     struct block_view view;
     struct block blk;
     int in_block; /* blk is current */
+    int fills;    /* a block's exec events may make items (item_size and exec or exec_batch) */
+    int careful;  /* blk's events may fill the item area: room is checked per event */
+    size_t i, nw; /* the record at hand and the span's words, for the room check */
 };
 
 /* Where the next item goes; @p scratch when the callbacks make no items. */
@@ -80,6 +102,20 @@ static void run_flush(struct run *r, struct chunk *c, const struct sluice_callba
         c->n_items++;
     }
     r->n = 0;
+}
+
+/* Whether one more item leaves room for the rest of the span (one per word
+ * from the record at hand on, and one for a pending run). */
+static int room_for_one(const struct decoder *d)
+{
+    return d->c->n_items + (d->run->n > 0) + (d->nw - d->i) < d->c->items_cap;
+}
+
+/* The area is full before instruction @p i of the block: stop there. Returns 1. */
+static int block_stop(struct decoder *d, unsigned i)
+{
+    d->blk.next = i;
+    return 1;
 }
 
 /* Stop at the record at word @p i: invalid, or not ending inside the span. */
@@ -151,13 +187,39 @@ static void batch_call(struct decoder *d, const uint64_t *pcs, size_t n)
 }
 
 /*
+ * block_deliver() through exec for a careful block: the same loop, with
+ * room checked before each event (a loop of its own, so that blocks that
+ * fit pay nothing per event).
+ */
+static int block_exec_careful(struct decoder *d, unsigned a, unsigned e, uint64_t *events)
+{
+    const struct sluice_callbacks *cb = d->cb;
+    const struct block *b = &d->blk;
+
+    for (unsigned i = a; i < e; i++) {
+        if (block__recorded(b, i)) {
+            if (!room_for_one(d)) {
+                return block_stop(d, i);
+            }
+            ++*events;
+            if (cb->exec(cb->user, d->t, block__word(b->pcs, i),
+                         next_item(d->c, cb->item_size, d->scratch))) {
+                d->c->n_items++; /* careful implies item_size */
+            }
+        }
+    }
+    return 0;
+}
+
+/*
  * Deliver the exec events of the instructions in [@p a, @p e) of the
  * current block that its descriptor marks recorded, in order: runs of
  * consecutive ones to exec_batch (after the pending run of EXEC records,
  * which precedes them), else one exec call each, else only counted.
- * Returns how many.
+ * Adds how many to @p events. Returns 0; in a careful block, 1 if it
+ * stopped (at blk.next) before an event the item area has no room for.
  */
-static uint64_t block_deliver(struct decoder *d, unsigned a, unsigned e)
+static int block_deliver(struct decoder *d, unsigned a, unsigned e, uint64_t *events)
 {
     const struct sluice_callbacks *cb = d->cb;
     const struct block *b = &d->blk;
@@ -170,13 +232,15 @@ static uint64_t block_deliver(struct decoder *d, unsigned a, unsigned e)
     if (a >= e) {
         return 0;
     }
-    if (all && cb->exec_batch) {
+    if (all && cb->exec_batch && !d->careful) {
         run_flush(d->run, d->c, cb, d->t, d->scratch);
         batch_call(d, b->pcs + a, e - a);
-        return e - a;
+        *events += e - a;
+        return 0;
     }
-    if (all && !cb->exec) {
-        return e - a;
+    if (all && !cb->exec_batch && !cb->exec) {
+        *events += e - a;
+        return 0;
     }
     if (cb->exec_batch) {
         while (i < e) {
@@ -189,13 +253,21 @@ static uint64_t block_deliver(struct decoder *d, unsigned a, unsigned e)
                 if (count == 0) {
                     run_flush(d->run, d->c, cb, d->t, d->scratch);
                 }
+                if (d->careful && !room_for_one(d)) {
+                    *events += count;
+                    return block_stop(d, s);
+                }
                 batch_call(d, b->pcs + s, i - s);
                 count += i - s;
             }
         }
-        return count;
+        *events += count;
+        return 0;
     }
     if (cb->exec) {
+        if (d->careful) {
+            return block_exec_careful(d, a, e, events);
+        }
         for (; i < e; i++) {
             if (all || block__recorded(b, i)) {
                 count++;
@@ -206,25 +278,34 @@ static uint64_t block_deliver(struct decoder *d, unsigned a, unsigned e)
                 }
             }
         }
-        return count;
+        *events += count;
+        return 0;
     }
-    return a < e ? block__count(b, a, e) : 0;
-}
-
-/* The current block ends: deliver what it has left. Returns how many. */
-static uint64_t block_end(struct decoder *d)
-{
-    d->in_block = 0;
-    return block_deliver(d, d->blk.next, d->blk.end);
+    *events += a < e ? block__count(b, a, e) : 0;
+    return 0;
 }
 
 /*
- * A MEM or EXEC (@p is_exec) record of PC @p pc inside the current block:
- * deliver the recorded instructions before its own, and its own for MEM
- * (an EXEC record is its instruction's exec event itself). Adds the events
- * to @p insns. Returns 0, or -1 if the PC is not in the block.
+ * The current block ends at word @p i (a record not of the block, or the
+ * span's end): deliver what it has left, adding them to @p events.
+ * Returns 0; 1 if the area filled first (the block stays current).
  */
-static int block_record(struct decoder *d, uint64_t pc, int is_exec, uint64_t *insns)
+static int block_end(struct decoder *d, size_t i, uint64_t *events)
+{
+    d->i = i;
+    d->in_block = block_deliver(d, d->blk.next, d->blk.end, events);
+    return d->in_block;
+}
+
+/*
+ * The MEM or EXEC (@p is_exec) record at word @p i, of PC @p pc, inside the
+ * current block: deliver the recorded instructions before its own, and its
+ * own for MEM (an EXEC record is its instruction's exec event itself).
+ * Adds the events to @p insns. Returns 0; 1 if the area filled first
+ * (the record is decoded again on resume, and finds the same instruction,
+ * the first match at or past blk.next); -1 if the PC is not in the block.
+ */
+static int block_record(struct decoder *d, size_t i, uint64_t pc, int is_exec, uint64_t *insns)
 {
     struct block *b = &d->blk;
     int j = block__find(b, pc);
@@ -233,7 +314,10 @@ static int block_record(struct decoder *d, uint64_t pc, int is_exec, uint64_t *i
         return -1;
     }
     if ((unsigned)j >= b->next) {
-        *insns += block_deliver(d, b->next, (unsigned)j + !is_exec);
+        d->i = i;
+        if (block_deliver(d, b->next, (unsigned)j + !is_exec, insns)) {
+            return 1;
+        }
         b->next = (unsigned)j + 1;
     }
     b->last = j;
@@ -253,23 +337,33 @@ static void bad_pc(struct decoder *d, size_t i, uint64_t hdr)
 
 /*
  * The BLOCK record @p hdr at word @p i of @p nw: make it the current block,
- * with room for its events in the item area. Returns 0, or -1 after
- * marking the chunk bad.
+ * with room for its events in the item area, or, past the area's bound,
+ * the whole bound and the block careful. Returns 0, or -1 after marking the
+ * chunk bad.
  */
 static int block_begin(struct decoder *d, size_t i, size_t nw, uint64_t hdr)
 {
     struct chunk *c = d->c;
+    size_t need;
 
     if (block__restart(&d->blk, &d->view, hdr) < 0 &&
         block__start(&d->blk, &d->view, hdr, c->bad_why, sizeof(c->bad_why)) < 0) {
         bad_record(c, i, hdr, CHUNK_BAD_BLOCK);
         return -1;
     }
-    /* The words left make at most one item each, the block one per instruction. */
-    if (d->cb->item_size &&
-        chunk__reserve(c, c->n_items + (nw - i) + (d->blk.end - d->blk.from)) < 0) {
-        bad_record(c, i, hdr, CHUNK_BAD_NOMEM);
-        return -1;
+    d->careful = 0;
+    if (d->fills) {
+        /* The words left make at most one item each (the pending run one),
+         * the block one per instruction. */
+        need = c->n_items + (d->run->n > 0) + (nw - i) + (d->blk.end - d->blk.from);
+        if (need > c->items_max) {
+            need = c->items_max;
+            d->careful = 1;
+        }
+        if (chunk__reserve(c, need) < 0) {
+            bad_record(c, i, hdr, CHUNK_BAD_NOMEM);
+            return -1;
+        }
     }
     d->in_block = 1;
     return 0;
@@ -286,6 +380,7 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
     int (*exec)(void *, const struct sluice_thread_info *, uint64_t, void *) = cb->exec;
     int batch = cb->exec_batch != NULL;
     uint64_t records = 0, insns = 0;
+    int stopped = 0;     /* 1: the item area filled; -1: a record's PC is not in its block */
     uint64_t scratch[4]; /* item target when item_size is 0: callbacks may still run */
     struct run run;      /* only used with cb->exec_batch */
     struct decoder d;
@@ -297,11 +392,21 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
     d.scratch = scratch;
     d.run = &run;
     d.view.bt = c->blocks;
-    d.view.used = 0;
+    /* Where a previous slice stopped (all zero for a fresh chunk). */
+    i = c->resume.word;
+    d.view.used = c->resume.view_used;
     if (c->blocks) {
-        memset(d.view.seen, 0, sizeof(d.view.seen));
+        memset(d.view.seen, 0, sizeof(d.view.seen)); /* a cache: a slice may start cold */
     }
-    d.in_block = 0;
+    d.in_block = c->resume.in_block;
+    d.careful = c->resume.careful;
+    if (d.in_block) {
+        d.blk = c->resume.blk;
+    }
+    d.fills = isz && (exec || batch);
+    d.i = i;
+    d.nw = nw;
+    c->partial = 0;
     while (i < nw) {
         uint64_t hdr = word(w, i);
         unsigned tag = sluice_rec_tag(hdr), len;
@@ -310,8 +415,10 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
         if (tag == SLUICE_TAG_EXEC) {
             uint64_t pc = sluice_rec_payload(hdr);
 
-            if (d.in_block && block_record(&d, pc, 1, &insns) < 0) {
-                bad_pc(&d, i, hdr);
+            if (d.in_block && (stopped = block_record(&d, i, pc, 1, &insns)) != 0) {
+                if (stopped < 0) {
+                    bad_pc(&d, i, hdr);
+                }
                 break;
             }
             insns++;
@@ -328,17 +435,21 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
         }
         len = sluice_rec_words(hdr);
         if (len == 0 || len > nw - i) {
-            if (d.in_block) {
-                insns += block_end(&d); /* the block ended before this record */
+            if (d.in_block && (stopped = block_end(&d, i, &insns)) != 0) {
+                break; /* the block ended before this record, which is refused on resume */
             }
             bad_record(c, i, hdr, len == 0 ? CHUNK_BAD_HEADER : CHUNK_BAD_CROSSING);
             break;
         }
         if (d.in_block) {
             if (!sluice_tag_is_mem(tag)) {
-                insns += block_end(&d);
-            } else if (block_record(&d, sluice_rec_payload(hdr), 0, &insns) < 0) {
-                bad_pc(&d, i, hdr);
+                if ((stopped = block_end(&d, i, &insns)) != 0) {
+                    break;
+                }
+            } else if ((stopped = block_record(&d, i, sluice_rec_payload(hdr), 0, &insns)) != 0) {
+                if (stopped < 0) {
+                    bad_pc(&d, i, hdr);
+                }
                 break;
             }
         }
@@ -363,11 +474,19 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
         records++;
         i += len;
     }
-    if (d.in_block && !c->bad) {
-        insns += block_end(&d); /* the span's end ends it */
+    if (d.in_block && !c->bad && stopped == 0) {
+        stopped = block_end(&d, nw, &insns); /* the span's end ends it */
     }
     if (batch) {
-        run_flush(&run, c, cb, t, scratch);
+        run_flush(&run, c, cb, t, scratch); /* nothing is held outside the items */
+    }
+    if (stopped > 0) {
+        c->partial = 1;
+        c->resume.word = i;
+        c->resume.view_used = d.view.used;
+        c->resume.in_block = d.in_block;
+        c->resume.careful = d.careful;
+        c->resume.blk = d.blk;
     }
     c->counts.insns += insns;
     return records + insns;

@@ -22,8 +22,16 @@
  * decoded; a block ended by an invalid or crossing record is delivered
  * whole first). Runs on a worker thread; touches only @p c and calls into
  * @p cb; never reads outside the span and the table's capacity.
- * @return the number of events decoded: exec events plus the other records
- *         (PAD and BLOCK records not counted).
+ *
+ * The item area never grows past c->items_max: when a block's events would
+ * go past it, the decode stops between two events (a pending exec_batch
+ * run handed over first) and sets c->partial, saving where in c->resume.
+ * The caller then delivers c->items and c->counts (this slice's), empties
+ * them (n_items and counts zero) and calls again, which goes on exactly
+ * there; c->bad is only ever set by the last call. A chunk that makes at
+ * most one item per word (no BLOCK records) is never sliced.
+ * @return the number of events decoded by this call: exec events plus the
+ *         other records (PAD and BLOCK records not counted).
  */
 uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
                       const struct sluice_thread_info *t);

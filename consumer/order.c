@@ -32,10 +32,15 @@ static void drain_ring(struct order *o, struct order_ring *ring)
     struct order_entry *e;
 
     while ((e = ring->pending) != NULL && e->seq == ring->next_seq) {
-        int last = e->last;
+        int last = e->last, partial = e->partial;
 
         ring->pending = e->next;
-        ring->next_seq++;
+        /* A partial entry comes again with this seq; its pusher waits for
+         * this delivery, so there is never a second one pending, and the
+         * next pending entry (a later seq) is not next: the loop ends. */
+        if (!partial) {
+            ring->next_seq++;
+        }
         if (!ring->started) {
             ring->started = 1;
             if (o->ops.start) {

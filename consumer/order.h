@@ -6,7 +6,9 @@
  * Producers (worker threads, reader threads) push entries tagged with their
  * ring and a per-ring sequence number 0, 1, 2, ...; one ordering thread
  * delivers each ring's entries in sequence order, calling `start` before a
- * ring's first entry and `end` after the entry marked `last`. Callbacks run
+ * ring's first entry and `end` after the entry marked `last`; an entry
+ * marked `partial` is delivered in its turn without ending it (it comes
+ * again, with the same sequence number). Callbacks run
  * only on the ordering thread, one at a time, never with a lock held.
  * Entries of different rings are delivered in no particular order.
  */
@@ -29,6 +31,13 @@ struct order_entry {
     struct order_ring *ring;  /**< the ring it belongs to */
     uint64_t seq;             /**< 0, 1, 2, ... per ring, no gaps */
     int last;                 /**< the ring's final entry: `end` follows it */
+    /**
+     * Not the entry's last delivery: `deliver` is called in its turn but the
+     * ring's sequence does not move on; the pusher pushes the entry again,
+     * with the same seq, once `deliver` handed it back (a chunk decoded in
+     * slices, chunk.h). Never together with `last`.
+     */
+    int partial;
 };
 
 /** Callbacks, all on the ordering thread. */

@@ -9,6 +9,8 @@
  * published records into spans (chunks) without reading them; workers
  * decode them in place (decode.c); one ordering thread gives each span back
  * to the producer, in order, and calls `thread` and `trace` (order.c). A
+ * worker waits, besides on the work queue, only for the ordering thread to
+ * deliver a slice of the chunk it holds (work(): why it cannot deadlock). A
  * process's block table is mapped once, with its first ring, and unmapped
  * after its last ends (block_table.c). The
  * reader threads must never wait on analysis except through the bounded
@@ -205,20 +207,29 @@ static void report_bad_span(struct sluice_session *s, struct ring_state *r, cons
     }
 }
 
+/*
+ * A chunk's items in their turn: the whole chunk, or a slice of one whose
+ * worker waits (work()) and gets it back here.
+ */
 static void on_deliver(void *ctx, struct order_entry *e)
 {
     struct sluice_session *s = ctx;
     struct ring_state *r = container_of(e->ring, struct ring_state, ord);
     struct chunk *c;
     size_t i;
+    int partial;
 
     if (e == &r->end) {
         return; /* on_end follows */
     }
     c = container_of(e, struct chunk, ord);
-    /* In order: the producer may reuse the span (the items are copies). */
-    ring_reader__release(&r->rd, c->at + c->len);
-    __atomic_store_n(&r->released, c->at + c->len, __ATOMIC_RELEASE);
+    partial = c->ord.partial;
+    if (!partial) {
+        /* In order, the span decoded to its end: the producer may reuse it
+         * (the items are copies). A slice's span is still being read. */
+        ring_reader__release(&r->rd, c->at + c->len);
+        __atomic_store_n(&r->released, c->at + c->len, __ATOMIC_RELEASE);
+    }
     if (!r->stopped) {
         r->counts.insns += c->counts.insns;
         r->counts.loads += c->counts.loads;
@@ -231,6 +242,10 @@ static void on_deliver(void *ctx, struct order_entry *e)
             report_bad_span(s, r, c);
             r->stopped = 1; /* what follows a bad record is not this thread's trace */
         }
+    }
+    if (partial) {
+        chunk__slice_done(c, !r->stopped); /* back to its worker */
+        return;
     }
     chunk_pool__put(&s->pool, c);
 }
@@ -254,23 +269,67 @@ static void on_end(void *ctx, struct order_ring *o)
 
 /* --- workers ------------------------------------------------------------- */
 
+/*
+ * A chunk whose items would pass the bound (chunk_items_max()) is decoded
+ * in slices, and its worker waits for each to be delivered (design b),
+ * rather than handing the rest of the decode to the ordering thread
+ * (design a): worker callbacks stay on worker threads as consumer.h says,
+ * and the one ordering thread, already the serial stage, does not take on
+ * decoding, which for a nop loop is most of the work.
+ *
+ * It cannot deadlock, with any number of workers. A worker waiting on
+ * chunk k of a ring waits for the ordering thread to reach chunk k, i.e.
+ * for chunks 0..k-1 of that ring to be delivered whole. The ring's reader
+ * numbers its chunks and pushes them to the FIFO work queue in that order
+ * (read_chunk), and workers take from its head, so chunks 0..k-1 were all
+ * taken before k: none is left waiting for a free worker. Take the first
+ * of them not yet delivered, m: it is with the ordering stage (delivered
+ * next: every chunk before it has been), or with a worker that is
+ * decoding it (a slice ends after at most items_max events, as does the
+ * decode) or waiting for its slice to be delivered (the same case). The
+ * ordering thread waits for nothing but pushes, and calls only user
+ * callbacks. So m is delivered, then m + 1, ... then k. Each slice makes
+ * at least one event (decode.c), so a chunk takes finitely many.
+ *
+ * Per slice, as for a whole chunk: the lapped check follows its loads, so
+ * nothing decoded from an overwritten span is ever delivered (earlier
+ * slices were checked before theirs were); its events and counts are added
+ * once it is decoded and delivered; a bad record can only end the last
+ * slice, and is reported in stream order by on_deliver(); the span is
+ * released only with the last slice.
+ */
 static void work(void *ctx, struct chunk *c)
 {
     struct sluice_session *s = ctx;
     struct ring_state *r = c->ring;
-    uint64_t n = decode_chunk(c, &s->cb, &r->info);
 
-    if (!ring_reader__intact(&r->rd, c->at)) {
-        c->bad = CHUNK_BAD_LAPPED;
-        n = 0;
-        c->n_items = 0;
-        memset(&c->counts, 0, sizeof(c->counts));
+    for (;;) {
+        uint64_t n = decode_chunk(c, &s->cb, &r->info);
+
+        if (!ring_reader__intact(&r->rd, c->at)) {
+            c->bad = CHUNK_BAD_LAPPED;
+            c->partial = 0;
+            n = 0;
+            c->n_items = 0;
+            memset(&c->counts, 0, sizeof(c->counts));
+        }
+        if (c->bad) {
+            __atomic_store_n(&r->failed, 1, __ATOMIC_RELAXED); /* the reader stops taking spans */
+        }
+        __atomic_fetch_add(&s->events, n, __ATOMIC_RELAXED);
+        c->ord.partial = c->partial;
+        order__push(&s->ord, &c->ord);
+        if (!c->partial) {
+            return; /* the ordering thread's now */
+        }
+        if (!chunk__slice_wait(c)) {
+            /* An earlier chunk of the ring was bad: nothing more of it is
+             * delivered. Finish the chunk undecoded, so it is released. */
+            c->ord.partial = 0;
+            order__push(&s->ord, &c->ord);
+            return;
+        }
     }
-    if (c->bad) {
-        __atomic_store_n(&r->failed, 1, __ATOMIC_RELAXED); /* the reader stops taking spans */
-    }
-    __atomic_fetch_add(&s->events, n, __ATOMIC_RELAXED);
-    order__push(&s->ord, &c->ord);
 }
 
 /* --- reader threads ------------------------------------------------------ */

@@ -12,6 +12,19 @@
  * `thread` is called on the ordering thread too, before a thread's first item
  * and after its last.
  *
+ * Memory: the session holds at most 4 × workers chunks (each a span of at
+ * most 256 KiB of one ring's records, read in place) and, per chunk, the
+ * items made from it that `trace` has not yet received: at most
+ * max(SLUICE_CHUNK_ITEMS_BYTES, 32768 × item_size) bytes, 8 MiB for items of
+ * up to 256 bytes. So the items take at most
+ * 4 × workers × max(SLUICE_CHUNK_ITEMS_BYTES, 32768 × item_size) bytes
+ * whatever the guest runs, although a span of BLOCK records may expand to
+ * 512 exec events per 8-byte word. A chunk whose events would make more
+ * items is processed in slices: its worker pauses between two events (no
+ * worker callback of that chunk runs meanwhile), `trace` receives the items
+ * so far in their turn, and the worker goes on. Nothing is dropped or
+ * reordered; each callback still runs on the thread stated below.
+ *
  * Errors: functions returning int return 0 on success and a negative errno on
  * failure, with a message retrievable by sluice_session__error().
  */
@@ -24,6 +37,14 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/**
+ * Bytes of user items (item_size each) one chunk holds before `trace` has
+ * received them, when item_size is at most 256; for larger items, 32768 of
+ * them (one per word of a chunk, so records other than BLOCK never need a
+ * pause). See "Memory" above.
+ */
+#define SLUICE_CHUNK_ITEMS_BYTES (8u << 20)
 
 /** A guest thread, as its ring header describes it. Valid during a callback. */
 struct sluice_thread_info {
@@ -87,7 +108,8 @@ struct sluice_callbacks {
      * Worker thread, instead of `exec` when set (`exec` is then never
      * called): a run of @p n executed instructions (1 <= n <= 1024), their
      * guest PCs at @p pcs in program order. A run never spans another record
-     * (a memory access, lost records, a message) or two chunks, so runs and
+     * (a memory access, lost records, a message), two chunks or two slices of
+     * a chunk (see "Memory" above), so runs and
      * the other callbacks still come in program order within a chunk; how
      * the instructions are cut into runs is otherwise unspecified. @p pcs is
      * valid during the call only: for instructions of a BLOCK record it

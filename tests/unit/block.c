@@ -5,7 +5,9 @@
  * decoded event sequence compared with the one the EXEC records of the
  * same run would give, through exec, exec_batch and counting alone; every
  * invalid block an error at its record, with the table allocated to its
- * exact size so a read past it is an ASan failure.
+ * exact size so a read past it is an ASan failure; chunks whose events
+ * pass the item bound decoded slice by slice (sliced_stream.h), never
+ * holding more items than the bound and giving the same sequence.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -15,6 +17,7 @@
 #include "block_table.h"
 #include "chunk.h"
 #include "decode.h"
+#include "sliced_stream.h"
 #include "sluice/record.h"
 
 /* --- a table in memory ------------------------------------------------------ */
@@ -675,5 +678,267 @@ Test(block, bad_header_after_a_block_delivers_the_block_first)
         cr_assert_eq(r.counts.insns, 3, "the block ran before the bad record");
         result_free(&r);
     }
+    table_fini(&tb);
+}
+
+/* --- chunks decoded in slices (the item bound) ---------------------------------- */
+
+/* A growable log of events, in callback or item order. */
+struct evlog {
+    struct sls_ev *ev;
+    size_t n, cap;
+};
+
+static void evlog_put(struct evlog *l, struct sls_ev e)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 65536;
+        l->ev = realloc(l->ev, l->cap * sizeof(*l->ev));
+        cr_assert_not_null(l->ev);
+    }
+    l->ev[l->n++] = e;
+}
+
+/* Items of SLICE_ITEM bytes: the bound is then SLUICE_CHUNK_BYTES / 8 items. */
+#define SLICE_ITEM 256
+
+static int s_exec(void *user, const struct sluice_thread_info *t, uint64_t pc, void *item)
+{
+    (void)user;
+    (void)t;
+    memset(item, 0xa5, SLICE_ITEM); /* ASan: the whole item is inside the area */
+    *(struct sls_ev *)item = (struct sls_ev){SLS_EXEC, 0, pc};
+    return 1;
+}
+
+static int s_batch(void *user, const struct sluice_thread_info *t, const uint64_t *pcs, size_t n,
+                   void *item)
+{
+    (void)t;
+    cr_assert(n >= 1 && n <= 1024);
+    for (size_t k = 0; k < n; k++) {
+        evlog_put(user, (struct sls_ev){SLS_EXEC, 0, pcs[k]});
+    }
+    memset(item, 0x5a, SLICE_ITEM);
+    return 1;
+}
+
+static int s_mem(void *user, const struct sluice_thread_info *t, const struct sluice_mem *m,
+                 void *item)
+{
+    (void)t;
+    if (user) {
+        evlog_put(user, (struct sls_ev){SLS_READ, 0, m->pc});
+    }
+    *(struct sls_ev *)item = (struct sls_ev){SLS_READ, 0, m->pc};
+    return 1;
+}
+
+static int s_lost(void *user, const struct sluice_thread_info *t, uint64_t count, void *item)
+{
+    (void)t;
+    if (user) {
+        evlog_put(user, (struct sls_ev){SLS_LOST, 0, count});
+    }
+    *(struct sls_ev *)item = (struct sls_ev){SLS_LOST, 0, count};
+    return 1;
+}
+
+/* Append a descriptor of SLS_N instructions of sliced_stream.h's @p desc. */
+static uint64_t table_add_sls(struct table *tb, int desc)
+{
+    uint64_t id = tb->hdr->used_words, rec = 0;
+    uint8_t *bytes;
+
+    cr_assert_leq(id + sluice_block_words(SLS_N), tb->cap);
+    bytes = (uint8_t *)&tb->data[id + 1 + SLS_N];
+    for (unsigned i = 0; i < SLS_N; i++) {
+        tb->data[id + 1 + i] = sls_pc(desc, i);
+        bytes[i] = 4 | (sls_recorded(desc, i) ? SLUICE_BLOCK_RECORDED : 0);
+        rec += sls_recorded(desc, i) != 0;
+    }
+    tb->data[id] = SLS_N | rec << 16;
+    __atomic_store_n(&tb->hdr->used_words, id + sluice_block_words(SLS_N), __ATOMIC_RELEASE);
+    return id;
+}
+
+struct sliced {
+    uint64_t *w;
+    size_t nw;
+    struct evlog want;
+    struct sluice_counts counts;
+};
+
+/* Iterations of sliced_stream.h while they fit in @p max words. */
+static void sliced_build(struct sliced *x, const uint64_t ids[2], size_t max)
+{
+    uint64_t w[SLS_MAX_WORDS];
+    struct sls_ev ev[SLS_MAX_EVENTS];
+    unsigned nev, n;
+
+    x->w = calloc(max, 8);
+    for (uint64_t k = 0;; k++) {
+        n = sls_iter(k, ids, w, ev, &nev);
+        if (x->nw + n > max) {
+            break;
+        }
+        memcpy(&x->w[x->nw], w, n * 8);
+        x->nw += n;
+        for (unsigned e = 0; e < nev; e++) {
+            evlog_put(&x->want, ev[e]);
+            x->counts.insns += ev[e].kind == SLS_EXEC;
+            x->counts.loads += ev[e].kind == SLS_READ;
+            x->counts.lost += ev[e].kind == SLS_LOST ? ev[e].pc : 0;
+        }
+    }
+}
+
+struct sliced_result {
+    struct evlog got;            /* exec: the items, in order; batch: the callbacks, in order */
+    struct sluice_counts counts; /* summed over the slices */
+    uint64_t events;
+    unsigned slices;
+    int bad;
+    uint64_t bad_at, bad_hdr;
+};
+
+/*
+ * Decode @p nw words @p w the way a worker does: slice after slice, each
+ * slice's items taken (into r.got for exec) and emptied through the
+ * hand-off functions, never holding more than the bound.
+ */
+static struct sliced_result decode_sliced(const uint64_t *w, size_t nw, struct table *tb, int batch)
+{
+    struct sluice_callbacks cb = {.sz = sizeof(cb), .item_size = SLICE_ITEM};
+    struct sliced_result r = {0};
+    struct chunk_pool pool;
+    struct chunk *c;
+
+    if (batch) {
+        cb.exec_batch = s_batch;
+        cb.user = &r.got;
+    } else {
+        cb.exec = s_exec;
+    }
+    cb.read = s_mem;
+    cb.lost = s_lost;
+    chunk_pool__init(&pool, 1, cb.item_size);
+    c = chunk_pool__get(&pool);
+    cr_assert_eq(c->items_max, SLUICE_CHUNK_BYTES / 8, "8 MiB of 256-byte items");
+    cr_assert_eq(chunk_items_max(8), SLUICE_CHUNK_ITEMS_BYTES / 8);
+    cr_assert_eq(chunk_items_max(4096), SLUICE_CHUNK_BYTES / 8, "never fewer than one per word");
+    c->words = w;
+    c->len = nw * 8;
+    c->at = 0x1000;
+    c->blocks = &tb->bt;
+    for (;;) {
+        r.events += decode_chunk(c, &cb, &thread);
+        r.slices++;
+        cr_assert_leq(c->items_cap, c->items_max, "the item area grew past the bound");
+        cr_assert_leq(c->n_items, c->items_cap);
+        r.counts.insns += c->counts.insns;
+        r.counts.loads += c->counts.loads;
+        r.counts.lost += c->counts.lost;
+        for (size_t k = 0; !batch && k < c->n_items; k++) {
+            evlog_put(&r.got, *(struct sls_ev *)(c->items + k * SLICE_ITEM));
+        }
+        if (!c->partial) {
+            break;
+        }
+        cr_assert_eq(c->bad, 0, "only the last slice may end at a bad record");
+        chunk__slice_done(c, 1); /* as the ordering thread would */
+        cr_assert_eq(chunk__slice_wait(c), 1);
+        cr_assert_eq(c->n_items, 0);
+    }
+    r.bad = c->bad;
+    r.bad_at = c->bad_at;
+    r.bad_hdr = c->bad_hdr;
+    chunk_pool__put(&pool, c);
+    chunk_pool__destroy(&pool);
+    return r;
+}
+
+static void expect_same(const struct evlog *got, const struct evlog *want, size_t n, int mode)
+{
+    cr_assert_eq(got->n, n, "mode %d: %zu events, want %zu", mode, got->n, n);
+    for (size_t k = 0; k < n; k++) {
+        cr_assert(got->ev[k].kind == want->ev[k].kind && got->ev[k].pc == want->ev[k].pc,
+                  "mode %d event %zu: %u 0x%llx, want %u 0x%llx", mode, k, got->ev[k].kind,
+                  (unsigned long long)got->ev[k].pc, want->ev[k].kind,
+                  (unsigned long long)want->ev[k].pc);
+    }
+}
+
+Test(block, a_chunk_past_the_item_bound_is_decoded_in_slices)
+{
+    struct table tb;
+    uint64_t ids[2];
+    struct sliced x = {0};
+
+    table_init(&tb, 2 * sluice_block_words(SLS_N));
+    ids[0] = table_add_sls(&tb, 0);
+    ids[1] = table_add_sls(&tb, 1);
+    sliced_build(&x, ids, SLUICE_CHUNK_BYTES / 8); /* a whole chunk: ~2M events */
+    cr_assert_gt(x.want.n, 8 * (SLUICE_CHUNK_BYTES / 8), "far past the bound");
+    for (int batch = 0; batch <= 1; batch++) {
+        struct sliced_result r = decode_sliced(x.w, x.nw, &tb, batch);
+
+        cr_assert_eq(r.bad, 0, "bad %d at %llu", r.bad, (unsigned long long)r.bad_at);
+        cr_assert_gt(r.slices, 8, "mode %d: %u slices", batch, r.slices);
+        expect_same(&r.got, &x.want, x.want.n, batch);
+        cr_assert_eq(r.counts.insns, x.counts.insns);
+        cr_assert_eq(r.counts.loads, x.counts.loads);
+        cr_assert_eq(r.counts.lost, x.counts.lost);
+        cr_assert_eq(r.events, x.counts.insns + x.counts.loads + x.counts.lost);
+        free(r.got.ev);
+    }
+    free(x.w);
+    free(x.want.ev);
+    table_fini(&tb);
+}
+
+Test(block, a_bad_record_after_slices_is_reported_where_it_is)
+{
+    struct table tb;
+    uint64_t ids[2];
+    struct sliced x = {0};
+    size_t before;
+
+    table_init(&tb, 2 * sluice_block_words(SLS_N));
+    ids[0] = table_add_sls(&tb, 0);
+    ids[1] = table_add_sls(&tb, 1);
+    sliced_build(&x, ids, 4000);
+    before = x.want.n;
+    cr_assert_gt(before, 4 * (SLUICE_CHUNK_BYTES / 8));
+    /* A block, then an invalid header: the block is delivered first. */
+    x.w[x.nw++] = sluice_block_hdr(ids[0], 0, SLS_N, 0);
+    x.w[x.nw++] = 0x4400000000000000ull;
+    for (unsigned i = 0; i < SLS_N; i++) {
+        evlog_put(&x.want, (struct sls_ev){SLS_EXEC, 0, sls_pc(0, i)});
+    }
+    for (int batch = 0; batch <= 1; batch++) {
+        struct sliced_result r = decode_sliced(x.w, x.nw, &tb, batch);
+
+        cr_assert_eq(r.bad, CHUNK_BAD_HEADER);
+        cr_assert_eq(r.bad_at, 0x1000 + (x.nw - 1) * 8, "at its own position");
+        cr_assert_eq(r.bad_hdr, 0x4400000000000000ull);
+        cr_assert_gt(r.slices, batch ? 0u : 4u, "mode %d: %u slices, %zu events", batch, r.slices,
+                     r.got.n);
+        expect_same(&r.got, &x.want, x.want.n, batch);
+        free(r.got.ev);
+    }
+    /* A load whose PC is not in its block: nothing of that block is delivered. */
+    x.nw -= 1;
+    x.nw += sls_mem(&x.w[x.nw], 0x999);
+    for (int batch = 0; batch <= 1; batch++) {
+        struct sliced_result r = decode_sliced(x.w, x.nw, &tb, batch);
+
+        cr_assert_eq(r.bad, CHUNK_BAD_PC);
+        cr_assert_eq(r.bad_at, 0x1000 + (x.nw - 3) * 8);
+        expect_same(&r.got, &x.want, before, batch);
+        free(r.got.ev);
+    }
+    free(x.w);
+    free(x.want.ev);
     table_fini(&tb);
 }

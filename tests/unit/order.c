@@ -2,7 +2,9 @@
 /*
  * order.c — unit tests of the ordering stage (consumer/order.c): entries
  * pushed by several threads, out of order, come out in per-ring sequence
- * order, bracketed by start/end, from one thread at a time.
+ * order, bracketed by start/end, from one thread at a time; a partial
+ * entry (a chunk decoded in slices) is delivered in its turn, again and
+ * again, without letting its successors pass.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -200,7 +202,7 @@ Test(order, reversed_entries_are_held_until_the_gap_fills)
     int i;
 
     for (i = 0; i < 4; i++) {
-        e[i] = (struct order_entry){NULL, &t.ring, (uint64_t)i, i == 3};
+        e[i] = (struct order_entry){NULL, &t.ring, (uint64_t)i, i == 3, 0};
     }
     cr_assert_eq(order__start(&o, &ops, &t), 0);
     for (i = 3; i >= 0; i--) {
@@ -214,7 +216,7 @@ Test(order, empty_ring_gets_start_and_end)
 {
     static const struct order_ops ops = {t_start, t_deliver, t_end};
     struct trail t = {0};
-    struct order_entry e = {NULL, &t.ring, 0, 1};
+    struct order_entry e = {NULL, &t.ring, 0, 1, 0};
     struct order o;
 
     cr_assert_eq(order__start(&o, &ops, &t), 0);
@@ -227,11 +229,91 @@ Test(order, missing_predecessor_blocks_delivery)
 {
     static const struct order_ops ops = {t_start, t_deliver, t_end};
     struct trail t = {0};
-    struct order_entry e = {NULL, &t.ring, 1, 1};
+    struct order_entry e = {NULL, &t.ring, 1, 1, 0};
     struct order o;
 
     cr_assert_eq(order__start(&o, &ops, &t), 0);
     order__push(&o, &e);
     order__finish(&o);
     cr_assert_str_eq(t.s, "", "seq 1 must wait for seq 0");
+}
+
+/* A pusher that waits for each delivery of its partial entry, the way a
+ * worker waits on a sliced chunk: it pushes the entry again, the last time
+ * not partial. */
+struct slicer {
+    struct trail t;
+    struct order *o;
+    struct order_entry e[3];
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int delivered; /* deliveries of e[0] seen by the pusher */
+    int slices;    /* partial deliveries e[0] makes before its last */
+};
+
+static void s_deliver(void *ctx, struct order_entry *e)
+{
+    struct slicer *sl = ctx;
+
+    if (e->partial) {
+        sl->t.s[sl->t.n++] = (char)('a' + e->seq);
+        pthread_mutex_lock(&sl->lock);
+        sl->delivered++;
+        pthread_cond_signal(&sl->cond);
+        pthread_mutex_unlock(&sl->lock);
+        return;
+    }
+    t_deliver(&sl->t, e);
+}
+
+static void s_start(void *ctx, struct order_ring *r)
+{
+    t_start(&((struct slicer *)ctx)->t, r);
+}
+
+static void s_end(void *ctx, struct order_ring *r)
+{
+    t_end(&((struct slicer *)ctx)->t, r);
+}
+
+static void *slice_pusher(void *arg)
+{
+    struct slicer *sl = arg;
+
+    for (int k = 0; k <= sl->slices; k++) {
+        sl->e[0].partial = k < sl->slices;
+        order__push(sl->o, &sl->e[0]);
+        pthread_mutex_lock(&sl->lock);
+        while (k < sl->slices && sl->delivered == k) {
+            pthread_cond_wait(&sl->cond, &sl->lock);
+        }
+        pthread_mutex_unlock(&sl->lock);
+    }
+    return NULL;
+}
+
+Test(order, partial_entry_is_delivered_again_in_its_turn)
+{
+    static const struct order_ops ops = {s_start, s_deliver, s_end};
+    struct slicer *sl = calloc(1, sizeof(*sl));
+    struct order o;
+    pthread_t th;
+
+    pthread_mutex_init(&sl->lock, NULL);
+    pthread_cond_init(&sl->cond, NULL);
+    sl->o = &o;
+    sl->slices = 3;
+    for (int i = 0; i < 3; i++) {
+        sl->e[i] = (struct order_entry){NULL, &sl->t.ring, (uint64_t)i, i == 2, 0};
+    }
+    cr_assert_eq(order__start(&o, &ops, sl), 0);
+    order__push(&o, &sl->e[2]); /* its successors first: they must wait for its last slice */
+    order__push(&o, &sl->e[1]);
+    cr_assert_eq(pthread_create(&th, NULL, slice_pusher, sl), 0);
+    pthread_join(th, NULL);
+    order__finish(&o);
+    cr_assert_str_eq(sl->t.s, "Saaa012E");
+    pthread_cond_destroy(&sl->cond);
+    pthread_mutex_destroy(&sl->lock);
+    free(sl);
 }

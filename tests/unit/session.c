@@ -5,7 +5,8 @@
  * REFUSED, RING with SCM_RIGHTS, EOF), decoding (masking, literal PCs,
  * LOST), per-thread ordering through many chunks and workers, counts, and
  * errors in one ring (a bad record, a record across a chunk boundary) not
- * stopping the others.
+ * stopping the others; block-encoded chunks that expand past the item
+ * bound delivered in slices, in order, never holding more than the bound.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -17,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "sliced_stream.h"
 #include "sluice/consumer.h"
 #include "sluice/ctl.h"
 #include "test_producer.h"
@@ -904,4 +906,268 @@ Test(session, ring_with_a_bad_block_table_is_refused)
 
     cr_assert_eq(run_against(bad_table, err, sizeof(err)), -EPROTO);
     cr_assert(strstr(err, "pid 1000 tid 77: block table: format version 3"), "%s", err);
+}
+
+/* --- chunks past the item bound (sliced_stream.h) -------------------------------- */
+
+#define SL_RINGS 3
+#define SL_ITEM 64       /* bytes: the bound is SLUICE_CHUNK_ITEMS_BYTES / 64 items per chunk */
+#define SL_ITERS 6000    /* per ring: about 2.9M events */
+#define SL_BAD_ITER 4000 /* ring 1: an invalid header before this iteration */
+
+struct sl_item {
+    uint32_t kind, ring;
+    uint64_t pc;
+    uint8_t fill[SL_ITEM - 16];
+};
+
+struct sl_ring {
+    struct test_ring ring;
+    uint64_t ids[2];
+    uint64_t bad_pos; /* ring 1: the invalid header's position */
+    /* the ordering thread's cursor in the expected sequence */
+    uint64_t k;
+    unsigned pos, nev;
+    struct sls_ev ev[SLS_MAX_EVENTS];
+    uint64_t delivered, want_events;
+    struct sluice_counts want;
+};
+
+struct sl_state {
+    int fd;
+    struct sl_ring r[SL_RINGS];
+    uint64_t live;        /* atomic: items of rings 0 and 2 made and not yet traced */
+    uint64_t outstanding; /* atomic: the most of them at once */
+    int errors;
+    char first[200];
+};
+
+static int sl_ring_of(const struct sluice_thread_info *t)
+{
+    return (int)t->tid - 200;
+}
+
+/* An item of ring @p r made: count it, and keep the most made and not yet
+ * traced. One counter, up here and down in sl_trace(), so each value is
+ * exact at its instant (an item is made before it can be traced: never
+ * below zero). Not ring 1's: its items past the bad record are never
+ * traced, and would stay counted. */
+static void sl_made(struct sl_state *st, int r)
+{
+    uint64_t out, max;
+
+    if (r == 1) {
+        return;
+    }
+    out = __atomic_add_fetch(&st->live, 1, __ATOMIC_SEQ_CST);
+    max = __atomic_load_n(&st->outstanding, __ATOMIC_RELAXED);
+    while (out > max && !__atomic_compare_exchange_n(&st->outstanding, &max, out, 0,
+                                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+static int sl_exec(void *user, const struct sluice_thread_info *t, uint64_t pc, void *item)
+{
+    struct sl_item *it = item;
+
+    memset(it, 0x77, sizeof(*it));
+    it->kind = SLS_EXEC;
+    it->ring = (uint32_t)sl_ring_of(t);
+    it->pc = pc;
+    sl_made(user, sl_ring_of(t));
+    return 1;
+}
+
+static int sl_mem(void *user, const struct sluice_thread_info *t, const struct sluice_mem *m,
+                  void *item)
+{
+    struct sl_item *it = item;
+
+    it->kind = SLS_READ;
+    it->ring = (uint32_t)sl_ring_of(t);
+    it->pc = m->pc;
+    sl_made(user, sl_ring_of(t));
+    return 1;
+}
+
+static int sl_lost(void *user, const struct sluice_thread_info *t, uint64_t count, void *item)
+{
+    struct sl_item *it = item;
+
+    it->kind = SLS_LOST;
+    it->ring = (uint32_t)sl_ring_of(t);
+    it->pc = count;
+    sl_made(user, sl_ring_of(t));
+    return 1;
+}
+
+/* Ordering thread: each item must be the next event of its ring's stream. */
+static void sl_trace(void *user, const struct sluice_thread_info *t, void *item)
+{
+    struct sl_state *st = user;
+    const struct sl_item *it = item;
+    int r = sl_ring_of(t);
+    struct sl_ring *x;
+    uint64_t w[SLS_MAX_WORDS];
+
+    if (r != 1) {
+        __atomic_sub_fetch(&st->live, 1, __ATOMIC_SEQ_CST);
+    }
+    if (r < 0 || r >= SL_RINGS || it->ring != (uint32_t)r) {
+        st->errors++;
+        return;
+    }
+    x = &st->r[r];
+    if (x->pos == x->nev) {
+        sls_iter(x->k++, x->ids, w, x->ev, &x->nev);
+        x->pos = 0;
+    }
+    if (it->kind != x->ev[x->pos].kind || it->pc != x->ev[x->pos].pc) {
+        if (st->errors++ == 0) {
+            snprintf(st->first, sizeof(st->first),
+                     "ring %d event %llu (iteration %llu): %u 0x%llx, want %u 0x%llx", r,
+                     (unsigned long long)x->delivered, (unsigned long long)x->k - 1, it->kind,
+                     (unsigned long long)it->pc, x->ev[x->pos].kind,
+                     (unsigned long long)x->ev[x->pos].pc);
+        }
+    }
+    x->pos++;
+    x->delivered++;
+}
+
+static void *sl_produce(void *arg)
+{
+    struct sl_ring *x = arg;
+    uint64_t w[SLS_MAX_WORDS], bad = 0x4400000000000000ull;
+    struct sls_ev ev[SLS_MAX_EVENTS];
+    unsigned nev, n;
+
+    for (uint64_t k = 0; k < SL_ITERS; k++) {
+        if (x->bad_pos && k == SL_BAD_ITER) {
+            x->bad_pos = x->ring.pos; /* a one-word record is never padded */
+            test_ring__append(&x->ring, &bad, 1);
+        }
+        n = sls_iter(k, x->ids, w, ev, &nev);
+        test_ring__append(&x->ring, w, n);
+        if (k % 512 == 511) {
+            test_ring__publish(&x->ring);
+        }
+    }
+    test_ring__close(&x->ring);
+    return NULL;
+}
+
+static void *sl_jitter(void *arg)
+{
+    struct sl_state *st = arg;
+    pthread_t th[SL_RINGS];
+
+    send_type(st->fd, SLUICE_CTL_WELCOME, SLUICE_CTL_VERSION, NULL);
+    for (int i = 0; i < SL_RINGS; i++) {
+        send_ring(st->fd, &st->r[i].ring);
+        pthread_create(&th[i], NULL, sl_produce, &st->r[i]);
+    }
+    for (int i = 0; i < SL_RINGS; i++) {
+        pthread_join(th[i], NULL);
+    }
+    close(st->fd);
+    return NULL;
+}
+
+/* Three rings, one with a bad record after many slices, through @p workers workers. */
+static void run_sliced(unsigned workers)
+{
+    struct sluice_consumer_opts opts = {.sz = sizeof(opts), .workers = workers};
+    struct sluice_callbacks cb = {.sz = sizeof(cb)};
+    struct sl_state *st = calloc(1, sizeof(*st));
+    uint64_t pcs[SLS_N], w[SLS_MAX_WORDS], bound, sum = 0;
+    struct sls_ev ev[SLS_MAX_EVENTS];
+    uint8_t rec[SLS_N];
+    struct sluice_counts total, per[SL_RINGS];
+    struct sluice_thread_info info[SL_RINGS];
+    struct sluice_session *s;
+    char want_err[160];
+    unsigned nev;
+    pthread_t jt;
+    int sv[2], rc;
+
+    for (int i = 0; i < SL_RINGS; i++) {
+        struct sl_ring *x = &st->r[i];
+
+        cr_assert_eq(test_ring__create(&x->ring, 1 << 20, 200 + (uint32_t)i, 0), 0);
+        cr_assert_eq(test_ring__add_blocks(&x->ring, 64 * 1024), 0);
+        for (int d = 0; d < 2; d++) {
+            for (unsigned k = 0; k < SLS_N; k++) {
+                pcs[k] = sls_pc(d, k);
+                rec[k] = (uint8_t)sls_recorded(d, k);
+            }
+            x->ids[d] = test_ring__add_block(&x->ring, SLS_N, pcs, rec);
+        }
+        x->bad_pos = i == 1;
+        for (uint64_t k = 0; k < (i == 1 ? SL_BAD_ITER : SL_ITERS); k++) {
+            sls_iter(k, x->ids, w, ev, &nev);
+            for (unsigned e = 0; e < nev; e++) {
+                x->want.insns += ev[e].kind == SLS_EXEC;
+                x->want.loads += ev[e].kind == SLS_READ;
+                x->want.lost += ev[e].kind == SLS_LOST ? ev[e].pc : 0;
+            }
+            x->want_events += nev;
+        }
+    }
+    cb.user = st;
+    cb.item_size = sizeof(struct sl_item);
+    cb.exec = sl_exec;
+    cb.read = sl_mem;
+    cb.lost = sl_lost;
+    cb.trace = sl_trace;
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    s = sluice_session__new(sv[0], &cb, &opts);
+    cr_assert_not_null(s);
+    recv_hello(sv[1]);
+    st->fd = sv[1];
+    cr_assert_eq(pthread_create(&jt, NULL, sl_jitter, st), 0);
+    rc = sluice_session__run(s);
+    pthread_join(jt, NULL);
+
+    cr_assert_eq(st->errors, 0, "%d errors, first: %s", st->errors, st->first);
+    /* The bound consumer.h states: 4 chunks per worker, each at most this many items. */
+    bound = 4ull * workers * (SLUICE_CHUNK_ITEMS_BYTES / SL_ITEM);
+    cr_assert_leq(st->outstanding, bound, "%llu items made and not yet traced, bound %llu",
+                  (unsigned long long)st->outstanding, (unsigned long long)bound);
+    cr_assert_gt(st->r[0].want_events, 2 * bound, "each stream is far past the bound");
+    cr_assert_eq(rc, -EPROTO, "%s", sluice_session__error(s));
+    snprintf(want_err, sizeof(want_err),
+             "ring of tid 201: invalid record header 0x4400000000000000 at position %llu",
+             (unsigned long long)st->r[1].bad_pos);
+    cr_assert(strstr(sluice_session__error(s), want_err), "%s, want %s", sluice_session__error(s),
+              want_err);
+    cr_assert_eq(sluice_session__counts(s, &total, per, info, SL_RINGS), SL_RINGS);
+    for (int i = 0; i < SL_RINGS; i++) {
+        int r = sl_ring_of(&info[i]);
+        struct sl_ring *x = &st->r[r];
+
+        cr_assert_eq(x->delivered, x->want_events, "ring %d: %llu of %llu events", r,
+                     (unsigned long long)x->delivered, (unsigned long long)x->want_events);
+        cr_assert_eq(per[i].insns, x->want.insns, "ring %d", r);
+        cr_assert_eq(per[i].loads, x->want.loads, "ring %d", r);
+        cr_assert_eq(per[i].lost, x->want.lost, "ring %d", r);
+        sum += x->want_events;
+    }
+    cr_assert_geq(sluice_session__events(s), sum);
+    sluice_session__free(s);
+    for (int i = 0; i < SL_RINGS; i++) {
+        test_ring__destroy(&st->r[i].ring);
+    }
+    free(st);
+}
+
+Test(session, chunks_past_the_item_bound_are_delivered_in_slices, .timeout = 120)
+{
+    run_sliced(2);
+}
+
+/* One worker: it waits on each slice while the other rings' chunks queue behind it. */
+Test(session, chunks_past_the_item_bound_with_one_worker, .timeout = 120)
+{
+    run_sliced(1);
 }
