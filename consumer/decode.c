@@ -268,16 +268,22 @@ static int block_deliver(struct decoder *d, unsigned a, unsigned e, uint64_t *ev
         if (d->careful) {
             return block_exec_careful(d, a, e, events);
         }
+        /* Locals: the compiler cannot know the callback leaves cb and c alone. */
+        int (*exec)(void *, const struct sluice_thread_info *, uint64_t, void *) = cb->exec;
+        void *user = cb->user, *item = next_item(d->c, isz, d->scratch);
+        const uint64_t *pcs = b->pcs;
+        size_t made = 0;
+
         for (; i < e; i++) {
             if (all || block__recorded(b, i)) {
                 count++;
-                if (cb->exec(cb->user, d->t, block__word(b->pcs, i),
-                             next_item(d->c, isz, d->scratch)) &&
-                    isz) {
-                    d->c->n_items++;
+                if (exec(user, d->t, block__word(pcs, i), item) && isz) {
+                    made++;
+                    item = (uint8_t *)item + isz;
                 }
             }
         }
+        d->c->n_items += made;
         *events += count;
         return 0;
     }
@@ -479,6 +485,13 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
     }
     if (batch) {
         run_flush(&run, c, cb, t, scratch); /* nothing is held outside the items */
+    }
+    if (stopped <= 0 && cb->chunk_end) {
+        if (isz && chunk__reserve(c, c->n_items + 1) < 0) {
+            stopped = c->bad ? stopped : 1; /* full: one more slice, for this item alone */
+        } else if (cb->chunk_end(cb->user, t, next_item(c, isz, scratch)) && isz) {
+            c->n_items++;
+        }
     }
     if (stopped > 0) {
         c->partial = 1;

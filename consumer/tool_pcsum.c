@@ -10,8 +10,9 @@
  * compared in one line without writing the trace anywhere. bench/run uses it
  * as the consumer of its worst case.
  *
- *  - pcsum: the per-instruction model (Cannoli's): `exec` on the workers
- *    makes one 8-byte item per PC, `trace` folds them in order.
+ *  - pcsum: one `exec` call per PC on the workers, folded into the worker
+ *    thread's own (h, n); `chunk_end` hands it over as the chunk's one item,
+ *    and `trace` composes them in order as below.
  *  - pcsum-batch: `exec_batch` folds a run of PCs on a worker into (h, n),
  *    `trace` composes the runs: fold(A‖B) = fold(A)·K^|B| + fold(B).
  *
@@ -132,10 +133,25 @@ static struct pcsum *find(struct pcsum_state *st, const struct sluice_thread_inf
     return p;
 }
 
+/* The chunk this worker thread decodes, folded so far (pcsum). */
+static __thread struct pcsum_run chunk_run;
+
 static int on_exec(void *user, const struct sluice_thread_info *t, uint64_t pc, void *item)
 {
+    (void)user, (void)t, (void)item;
+    chunk_run.h = chunk_run.h * PCSUM_K + pc;
+    chunk_run.n++;
+    return 0;
+}
+
+static int on_chunk_end(void *user, const struct sluice_thread_info *t, void *item)
+{
     (void)user, (void)t;
-    memcpy(item, &pc, sizeof(pc));
+    if (chunk_run.n == 0) {
+        return 0;
+    }
+    memcpy(item, &chunk_run, sizeof(chunk_run));
+    chunk_run = (struct pcsum_run){0, 0};
     return 1;
 }
 
@@ -182,19 +198,6 @@ static void on_thread(void *user, const struct sluice_thread_info *t, int starte
     }
 }
 
-static void on_trace_pc(void *user, const struct sluice_thread_info *t, void *item)
-{
-    struct pcsum_state *st = user;
-    struct pcsum *p = find(st, t, 0);
-    uint64_t pc;
-
-    if (p) {
-        memcpy(&pc, item, sizeof(pc));
-        p->h = p->h * PCSUM_K + pc;
-        p->n++;
-    }
-}
-
 static void on_trace_run(void *user, const struct sluice_thread_info *t, void *item)
 {
     struct pcsum_state *st = user;
@@ -219,9 +222,10 @@ static void setup_common(struct tool_env *env, struct sluice_callbacks *cb)
 static void setup_pc(struct tool_env *env, struct sluice_callbacks *cb)
 {
     setup_common(env, cb);
-    cb->item_size = sizeof(uint64_t);
+    cb->item_size = sizeof(struct pcsum_run);
     cb->exec = on_exec;
-    cb->trace = on_trace_pc;
+    cb->chunk_end = on_chunk_end;
+    cb->trace = on_trace_run;
 }
 
 static void setup_batch(struct tool_env *env, struct sluice_callbacks *cb)

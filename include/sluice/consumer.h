@@ -120,6 +120,14 @@ struct sluice_callbacks {
      */
     int (*exec_batch)(void *user, const struct sluice_thread_info *t, const uint64_t *pcs, size_t n,
                       void *item);
+    /**
+     * Worker thread, after the last worker callback of a chunk (one span of
+     * thread @p t's records, decoded on one worker thread from its first
+     * callback to this one): may fill one item, traced after the chunk's
+     * other items. With it, `exec` can fold into per-worker-thread state and
+     * hand one summary per chunk to `trace`, instead of an item per event.
+     */
+    int (*chunk_end)(void *user, const struct sluice_thread_info *t, void *item);
 };
 
 /** Options; fields added later keep the old behaviour when zero. */

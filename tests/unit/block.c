@@ -942,3 +942,50 @@ Test(block, a_bad_record_after_slices_is_reported_where_it_is)
     free(x.want.ev);
     table_fini(&tb);
 }
+
+static int chunk_ends;
+
+static int on_chunk_end(void *user, const struct sluice_thread_info *t, void *item)
+{
+    struct log *l = user;
+
+    (void)t;
+    cr_assert_gt(l->n, 0, "chunk_end comes after the chunk's events");
+    *(struct ev *)item = (struct ev){E_LOST, l->n}; /* one summary item */
+    chunk_ends++;
+    return 1;
+}
+
+Test(block, chunk_end_follows_the_last_event_and_makes_the_last_item)
+{
+    struct sluice_callbacks cb = {.sz = sizeof(cb), .item_size = sizeof(struct ev)};
+    struct log *l = calloc(1, sizeof(*l));
+    struct chunk_pool pool;
+    struct table tb;
+    struct chunk *c;
+    uint64_t w[8];
+    unsigned n = 0;
+
+    table_init(&tb, 64);
+    w[n++] = sluice_block_hdr(table_add(&tb, 1, 3, 0), 0, 3, 0);
+    n += mem(&w[n], pc_at(1, 1));
+    cb.user = l;
+    cb.exec = on_exec;
+    cb.read = on_mem;
+    cb.chunk_end = on_chunk_end;
+    chunk_pool__init(&pool, 1, cb.item_size);
+    c = chunk_pool__get(&pool);
+    c->words = w;
+    c->len = n * 8;
+    c->blocks = &tb.bt;
+    chunk_ends = 0;
+    decode_chunk(c, &cb, &thread);
+    cr_assert_eq(chunk_ends, 1);
+    cr_assert_eq(c->n_items, 4, "three exec items, then the chunk's");
+    cr_assert_eq(((struct ev *)c->items)[3].kind, E_LOST);
+    cr_assert_eq(((struct ev *)c->items)[3].pc, 4, "after all 4 events of the chunk");
+    chunk_pool__put(&pool, c);
+    chunk_pool__destroy(&pool);
+    table_fini(&tb);
+    free(l);
+}
