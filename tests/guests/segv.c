@@ -26,6 +26,17 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
 
 static char stdout_buf[4096];
 
+#ifdef __x86_64__
+static volatile int traps;
+
+/* int3: QEMU reads the emulated IDT to deliver it; that is no guest access. */
+static void on_trap(int sig)
+{
+    (void)sig;
+    traps++;
+}
+#endif
+
 int main(void)
 {
     struct sigaction sa;
@@ -59,5 +70,12 @@ int main(void)
         }
     }
     printf("faults=%d codes=%u good=%u\n", faults, codes, (unsigned)good);
+#ifdef __x86_64__
+    signal(SIGTRAP, on_trap);
+    for (int i = 0; i < 3; i++) {
+        __asm__ volatile("int3");
+    }
+    printf("traps=%d\n", traps);
+#endif
     return 0;
 }
