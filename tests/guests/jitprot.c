@@ -24,8 +24,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#define BODY 110  /* 100 x add %rax,%rdx (3 bytes), a load before every 10th (4 bytes) */
-#define ITERS 50  /* loop trips per call */
+#define BODY 110 /* 100 x add %rax,%rdx (3 bytes), a load before every 10th (4 bytes) */
+#define ITERS 50 /* loop trips per call */
 
 static uint8_t *code;
 static uint64_t data[2];
