@@ -69,26 +69,7 @@ static void *produce(void *arg)
 
 static void send_fd(int fd, const struct sluice_ctl_msg *m, int pass_fd)
 {
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctrl;
-    struct iovec iov = {(void *)m, sizeof(*m)};
-    struct msghdr mh = {0};
-    struct cmsghdr *cm;
-
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    if (pass_fd >= 0) {
-        mh.msg_control = ctrl.buf;
-        mh.msg_controllen = sizeof(ctrl.buf);
-        cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
-    }
-    if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(*m)) {
+    if (test_ctl__send(fd, m, pass_fd) < 0) {
         perror("sendmsg");
         exit(1);
     }

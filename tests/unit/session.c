@@ -27,27 +27,7 @@
 
 static void send_msg(int fd, const struct sluice_ctl_msg *m, int pass_fd)
 {
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctrl;
-    struct iovec iov = {(void *)m, sizeof(*m)};
-    struct msghdr mh = {0};
-
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    if (pass_fd >= 0) {
-        struct cmsghdr *cm;
-
-        mh.msg_control = ctrl.buf;
-        mh.msg_controllen = sizeof(ctrl.buf);
-        cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
-    }
-    cr_assert_eq(sendmsg(fd, &mh, MSG_NOSIGNAL), (ssize_t)sizeof(*m));
+    cr_assert_eq(test_ctl__send(fd, m, pass_fd), 0);
 }
 
 static void send_type(int fd, uint32_t type, uint32_t version, const char *error)

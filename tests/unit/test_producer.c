@@ -11,6 +11,7 @@
 #include <linux/futex.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -187,4 +188,33 @@ void test_ring__close(struct test_ring *t)
     __atomic_fetch_or(&t->hdr->flags, SLUICE_RING_CLOSED, __ATOMIC_RELEASE);
     __atomic_fetch_add(&t->hdr->head_futex, 1, __ATOMIC_RELEASE);
     futex(&t->hdr->head_futex, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+int test_ctl__send(int fd, const struct sluice_ctl_msg *m, int pass_fd)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctrl;
+    struct iovec iov = {(void *)m, sizeof(*m)};
+    struct msghdr mh = {0};
+    struct cmsghdr *cm;
+    ssize_t n;
+
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    if (pass_fd >= 0) {
+        mh.msg_control = ctrl.buf;
+        mh.msg_controllen = sizeof(ctrl.buf);
+        cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+    }
+    n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+    if (n >= 0 && n != (ssize_t)sizeof(*m)) {
+        errno = EMSGSIZE;
+    }
+    return n == (ssize_t)sizeof(*m) ? 0 : -1;
 }

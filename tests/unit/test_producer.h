@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sluice/ctl.h"
 #include "sluice/record.h"
 
 struct test_ring {
@@ -70,5 +71,12 @@ void test_ring__publish(struct test_ring *t);
 
 /** Publish, then mark the ring closed (the thread exited) and wake consumers. */
 void test_ring__close(struct test_ring *t);
+
+/**
+ * Send control message @p m on socket @p fd, with descriptor @p pass_fd
+ * attached (SCM_RIGHTS) unless it is negative: the fake jitter's half of
+ * ctl.h. Returns 0, or -1 with errno set (or EMSGSIZE for a short send).
+ */
+int test_ctl__send(int fd, const struct sluice_ctl_msg *m, int pass_fd);
 
 #endif /* SLUICE_TEST_PRODUCER_H */
