@@ -34,21 +34,54 @@ static int covered(struct block_view *v, uint64_t end)
     return end <= used;
 }
 
+/*
+ * Check the @p n_slots slots of the descriptor at @p id (n instructions)
+ * into @p seen, loading each once. 0, or -1 with @p why filled.
+ */
+static int check_slots(const struct block_view *v, uint64_t id, unsigned n, unsigned n_slots,
+                       struct block_seen *seen, char *why, size_t whylen)
+{
+    const uint16_t *s = (const uint16_t *)(v->bt->data + id + sluice_block_words(n));
+    unsigned k, prev = 0;
+
+    seen->n_slots = n_slots;
+    seen->slot_words = seen->loads = seen->stores = seen->last_slot = 0;
+    for (k = 0; k < n_slots; k++) {
+        uint16_t slot = block__slot(s, k);
+        unsigned insn = sluice_slot_insn(slot);
+
+        if (insn >= n || insn < prev || (slot & 7) > 4) {
+            snprintf(why, whylen,
+                     "its descriptor's slot %u (0x%04x) is not an access of one of "
+                     "its %u instructions, in order",
+                     k, slot, n);
+            return -1;
+        }
+        prev = insn;
+        seen->slot_words += sluice_slot_record_words(slot);
+        if (slot & SLUICE_MEM_WRITE) {
+            seen->stores++;
+        } else {
+            seen->loads++;
+        }
+        seen->last_slot = insn;
+    }
+    return 0;
+}
+
 int block__start(struct block *b, struct block_view *v, uint64_t hdr, char *why, size_t whylen)
 {
     uint64_t id = sluice_block_id(hdr), w0;
-    unsigned from = sluice_block_from(hdr), to = sluice_block_to(hdr), n;
-    struct block_seen *seen;
+    unsigned from = sluice_block_from(hdr), to = sluice_block_to(hdr), n, n_slots;
+    struct block_seen *seen, fresh;
     int ok;
 
     if (!v->bt) {
         snprintf(why, whylen, "the ring has no block table");
         return -1;
     }
-    seen = &v->seen[id % BLOCK_VIEW_CACHE];
+    seen = block__seen(v, id);
     if (seen->id1 == id + 1) {
-        n = seen->n;
-        w0 = (uint64_t)seen->recorded << 16 | n;
         goto checked;
     }
     ok = covered(v, id + 1);
@@ -57,18 +90,26 @@ int block__start(struct block *b, struct block_view *v, uint64_t hdr, char *why,
     }
     w0 = block__word(v->bt->data, (size_t)id);
     n = (unsigned)(w0 & 0xffff);
-    if (n == 0 || n > SLUICE_BLOCK_MAX_INSNS) {
-        snprintf(why, whylen, "its descriptor has %u instructions (1 to %u)", n,
-                 SLUICE_BLOCK_MAX_INSNS);
+    n_slots = (unsigned)(w0 >> 32 & 0xffff);
+    if (n == 0 || n > SLUICE_BLOCK_MAX_INSNS || n_slots > SLUICE_BLOCK_MAX_SLOTS) {
+        snprintf(why, whylen,
+                 "its descriptor has %u instructions (1 to %u) and %u slots (at most %u)", n,
+                 SLUICE_BLOCK_MAX_INSNS, n_slots, SLUICE_BLOCK_MAX_SLOTS);
         return -1;
     }
-    ok = covered(v, id + sluice_block_words(n));
+    ok = covered(v, id + sluice_block_words(n) + (n_slots + 3) / 4);
     if (ok <= 0) {
         goto not_covered;
     }
-    *seen = (struct block_seen){
-        id + 1, n, (unsigned)(w0 >> 16 & 0xffff) > n ? n : (unsigned)(w0 >> 16 & 0xffff)};
+    fresh.id1 = id + 1;
+    fresh.n = n;
+    fresh.recorded = (unsigned)(w0 >> 16 & 0xffff) > n ? n : (unsigned)(w0 >> 16 & 0xffff);
+    if (check_slots(v, id, n, n_slots, &fresh, why, whylen) < 0) {
+        return -1;
+    }
+    *seen = fresh;
 checked:
+    n = seen->n;
     if (from > to || to > n) {
         snprintf(why, whylen, "instructions %u..%u of a descriptor of %u", from, to, n);
         return -1;
@@ -77,20 +118,26 @@ checked:
         snprintf(why, whylen, "it continues instruction %u of a descriptor of %u", from, n);
         return -1;
     }
+    if (sluice_rec_tag(hdr) == SLUICE_TAG_BLOCK_SLOTS &&
+        (from != 0 || sluice_block_cont(hdr) || (seen->n_slots && seen->last_slot >= to))) {
+        snprintf(why, whylen,
+                 "its slots (the last in instruction %u) are not all in its "
+                 "instructions %u..%u%s",
+                 seen->last_slot, from, to, sluice_block_cont(hdr) ? ", a continued part" : "");
+        return -1;
+    }
     b->pcs = v->bt->data + id + 1;
     b->flags = b->pcs + n;
     b->id = id;
     b->n = n;
-    b->recorded = (unsigned)(w0 >> 16 & 0xffff);
-    if (b->recorded > n) {
-        b->recorded = n;
-    }
+    b->recorded = seen->recorded;
     b->from = from;
     b->end = to;
     /* A part that continues an instruction cut at a chunk boundary: its
      * exec event came with the part before; its records still may follow. */
     b->next = sluice_block_cont(hdr) ? from + 1 : from;
     b->last = sluice_block_cont(hdr) ? (int)from : -1;
+    block__slots_of(b, seen, hdr);
     return 0;
 
 not_covered:

@@ -38,6 +38,9 @@ static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
     return -code;
 }
 
+/* The last table serial handed out. */
+static uint64_t serials;
+
 int block_table__check(struct block_table *bt, const void *base, uint64_t bytes, char *err,
                        size_t errlen)
 {
@@ -71,6 +74,8 @@ int block_table__check(struct block_table *bt, const void *base, uint64_t bytes,
     bt->hdr = base;
     bt->data = (const uint64_t *)((const uint8_t *)base + SLUICE_BLOCKS_HDR_BYTES);
     bt->capacity_words = h.capacity_words;
+    /* Chunks' views tell tables apart by it, not by an address malloc may reuse. */
+    bt->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
     return 0;
 }
 

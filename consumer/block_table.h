@@ -28,6 +28,7 @@ struct block_table {
     const struct sluice_blocks_hdr *hdr; /**< shared header; only used_words is read after checks */
     const uint64_t *data;                /**< data words (little-endian), read-only */
     uint64_t capacity_words;             /**< validated copy: words readable at `data` */
+    uint64_t serial;                     /**< unique to this table in the process (never 0) */
     /* Registry state, private to block_table.c. */
     void *map;                /**< the mapping, NULL for a table made by block_table__check() */
     size_t map_len;           /**< bytes mapped */

@@ -36,6 +36,7 @@ static void chunk_free(struct chunk *c)
         pthread_cond_destroy(&c->slice_cond);
         pthread_mutex_destroy(&c->slice_lock);
         free(c->items);
+        free(c->view);
         free(c);
     }
 }
@@ -50,7 +51,8 @@ static struct chunk *chunk_alloc(size_t item_size)
     pthread_mutex_init(&c->slice_lock, NULL);
     pthread_cond_init(&c->slice_cond, NULL);
     c->items = item_size ? malloc(SLUICE_CHUNK_BYTES / 8 * item_size) : NULL;
-    if (item_size && !c->items) {
+    c->view = calloc(1, sizeof(*c->view)); /* 40 KiB, its pages touched as it fills */
+    if ((item_size && !c->items) || !c->view) {
         chunk_free(c);
         return NULL;
     }

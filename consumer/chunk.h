@@ -54,11 +54,10 @@ static inline size_t chunk_items_max(size_t item_size)
 
 /** Where the decode of a chunk that stopped at a full item area goes on. */
 struct chunk_resume {
-    size_t word;        /**< the next word to decode: a record's header, or the span's end */
-    uint64_t view_used; /**< the block view's used_words (block.h) */
-    struct block blk;   /**< the block being expanded, if in_block (blk.next: where) */
-    int in_block;       /**< the decode stopped inside blk */
-    int careful;        /**< blk's events may fill the area: room is checked per event */
+    size_t word;      /**< the next word to decode: a record's header, or the span's end */
+    struct block blk; /**< the block being expanded, if in_block (blk.next: where) */
+    int in_block;     /**< the decode stopped inside blk */
+    int careful;      /**< blk's events may fill the area: room is checked per event */
 };
 
 /** A partial chunk's hand-off (chunk.slice), under chunk.slice_lock. */
@@ -74,6 +73,7 @@ struct chunk {
     void *ring;             /**< the session's ring state (opaque here) */
     const uint64_t *words;  /**< the span's records, in the ring's mapping (little-endian) */
     const struct block_table *blocks; /**< the ring's block table (block_table.h), or NULL */
+    struct block_view *view;          /**< the chunk's view of a table, kept across spans */
     uint64_t at;                      /**< the span's ring position (bytes since the ring began) */
     size_t len;                       /**< bytes of records in `words` */
     int bad;                          /**< 0, or a CHUNK_BAD_* reason the decode ended early */

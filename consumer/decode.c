@@ -15,8 +15,13 @@
  * BLOCK records (format 4) are expanded here into the exec events of the
  * instructions their descriptor marks recorded, interleaved with the
  * block's MEM and EXEC records in program order (record.h); block.c reads
- * and checks the descriptors. The one allocation: a chunk's item area
- * grows at a BLOCK whose events could overflow it (chunk__reserve()).
+ * and checks the descriptors. A BLOCK_SLOTS record's slot records (format
+ * 5: no header, the descriptor says what each is) come first, each a MEM
+ * event of its slot's instruction (block_slots()). Consumers that take no
+ * record at all (`sluice stats`) get decode_count() instead: a block is
+ * counted from its descriptor, its slot records skipped unread. The one
+ * allocation: a chunk's item area grows at a BLOCK whose events could
+ * overflow it (chunk__reserve()).
  *
  * The item area is bounded (chunk_items_max()), and it always holds the
  * worst case of plain records (one item per word), so only blocks can fill
@@ -29,7 +34,7 @@
  * expanded `careful`ly, checking room before each event it makes (before
  * each run, with exec_batch). When there is none, the decode stops there,
  * between two events, and saves where (c->resume: the record to decode
- * next, the block and its next instruction) with c->partial set; the
+ * next, the block, its next instruction and slot) with c->partial set; the
  * caller delivers the items and calls again with an empty area. Since the
  * area holds one item per word and a block is entered after its record's
  * word, every slice makes at least one event. A resumed decode loads the
@@ -75,7 +80,7 @@ struct decoder {
     const struct sluice_thread_info *t;
     uint64_t *scratch;
     struct run *run;
-    struct block_view view;
+    struct block_view *view; /* the chunk's */
     struct block blk;
     int in_block; /* blk is current */
     int fills;    /* a block's exec events may make items (item_size and exec or exec_batch) */
@@ -330,6 +335,89 @@ static int block_record(struct decoder *d, size_t i, uint64_t pc, int is_exec, u
     return 0;
 }
 
+/* Stop at slot record @p k at word @p i (slot @p slot as loaded): not its block's. */
+static void bad_slot(struct decoder *d, size_t i, unsigned k, uint16_t slot)
+{
+    const struct block *b = &d->blk;
+
+    bad_record(d->c, i, 0, CHUNK_BAD_BLOCK); /* no header: the word may be past the span */
+    snprintf(d->c->bad_why, sizeof(d->c->bad_why),
+             "slot %u (0x%04x) of block %" PRIu64 " is not an access of its instructions %u..%u, "
+             "in order, within the slot words its descriptor had",
+             k, slot, b->id, b->from, b->end);
+}
+
+/*
+ * The slot records of the current block (a BLOCK_SLOTS record's), from
+ * blk.slot at word *@p pi: each is its slot's access, of its slot's
+ * instruction, so it is delivered as a MEM record of that PC would be
+ * (the exec events before it first). Without read, write or exec
+ * callbacks they are only counted, from the descriptor as checked.
+ * Moves *@p pi past them; adds to @p insns and @p records. Returns 0; 1
+ * if the area filled first (blk.slot and *@p pi say where to go on); -1
+ * after marking the chunk bad.
+ */
+static int block_slots(struct decoder *d, size_t *pi, uint64_t *insns, uint64_t *records)
+{
+    const struct sluice_callbacks *cb = d->cb;
+    struct block *b = &d->blk;
+    const uint64_t *w = d->c->words;
+    size_t i = *pi, isz = cb->item_size;
+    struct sluice_mem m;
+
+    if (!cb->read && !cb->write && !cb->exec && !cb->exec_batch) {
+        d->c->counts.loads += b->loads;
+        d->c->counts.stores += b->stores;
+        *records += b->n_slots - b->slot;
+        b->slot = b->n_slots;
+        *pi = b->slot_end;
+        return 0;
+    }
+    for (; b->slot < b->n_slots; b->slot++) {
+        uint16_t slot = block__slot(b->slots, b->slot);
+        unsigned j = sluice_slot_insn(slot), rw = sluice_slot_record_words(slot);
+        int made;
+
+        if (j >= b->end || (int)j < b->last || (slot & 7) > 4 || i + rw > b->slot_end) {
+            bad_slot(d, i, b->slot, slot);
+            *pi = i;
+            return -1;
+        }
+        if (j >= b->next) {
+            d->i = i;
+            if (block_deliver(d, b->next, j + 1, insns)) {
+                *pi = i;
+                return 1;
+            }
+            b->next = j + 1;
+        }
+        b->last = (int)j;
+        if (cb->exec_batch) {
+            run_flush(d->run, d->c, cb, d->t, d->scratch); /* the run precedes this access */
+        }
+        m.size = 1u << (slot & 7);
+        m.is_write = (slot & SLUICE_MEM_WRITE) != 0;
+        m.pc = block__word(b->pcs, j);
+        m.addr = word(w, i);
+        m.value = word(w, i + 1) & size_mask(m.size);
+        m.value_hi = m.size == 16 ? word(w, i + 2) : 0;
+        if (m.is_write) {
+            d->c->counts.stores++;
+            made = cb->write ? cb->write(cb->user, d->t, &m, next_item(d->c, isz, d->scratch)) : 0;
+        } else {
+            d->c->counts.loads++;
+            made = cb->read ? cb->read(cb->user, d->t, &m, next_item(d->c, isz, d->scratch)) : 0;
+        }
+        if (made && isz) {
+            d->c->n_items++;
+        }
+        ++*records;
+        i += rw;
+    }
+    *pi = i;
+    return 0;
+}
+
 /* Stop at the record at word @p i whose PC is not in the current block. */
 static void bad_pc(struct decoder *d, size_t i, uint64_t hdr)
 {
@@ -341,8 +429,14 @@ static void bad_pc(struct decoder *d, size_t i, uint64_t hdr)
              sluice_rec_payload(hdr), b->id, b->next, b->end, b->n);
 }
 
+/* Words of the current block's slot records, as its descriptor was checked. */
+static size_t block__slot_words(const struct decoder *d)
+{
+    return block__seen(d->view, d->blk.id)->slot_words;
+}
+
 /*
- * The BLOCK record @p hdr at word @p i of @p nw: make it the current block,
+ * The BLOCK or BLOCK_SLOTS record @p hdr at word @p i of @p nw: make it the current block,
  * with room for its events in the item area, or, past the area's bound,
  * the whole bound and the block careful. Returns 0, or -1 after marking the
  * chunk bad.
@@ -352,8 +446,8 @@ static int block_begin(struct decoder *d, size_t i, size_t nw, uint64_t hdr)
     struct chunk *c = d->c;
     size_t need;
 
-    if (block__restart(&d->blk, &d->view, hdr) < 0 &&
-        block__start(&d->blk, &d->view, hdr, c->bad_why, sizeof(c->bad_why)) < 0) {
+    if (block__restart(&d->blk, d->view, hdr) < 0 &&
+        block__start(&d->blk, d->view, hdr, c->bad_why, sizeof(c->bad_why)) < 0) {
         bad_record(c, i, hdr, CHUNK_BAD_BLOCK);
         return -1;
     }
@@ -371,8 +465,138 @@ static int block_begin(struct decoder *d, size_t i, size_t nw, uint64_t hdr)
             return -1;
         }
     }
+    d->blk.slot_end = i + 1;
+    if (d->blk.n_slots) {
+        d->blk.slot_end += block__slot_words(d);
+        if (d->blk.slot_end > nw) {
+            bad_record(c, i, hdr, CHUNK_BAD_CROSSING);
+            return -1;
+        }
+    }
     d->in_block = 1;
     return 0;
+}
+
+/* Whether @p pc is one of instructions [from, end) of @p b, or the one a part continues. */
+static int in_block(const struct block *b, uint64_t pc)
+{
+    if (b->last >= 0 && block__word(b->pcs, (size_t)b->last) == pc) {
+        return 1;
+    }
+    for (unsigned j = b->from; j < b->end; j++) {
+        if (block__word(b->pcs, j) == pc) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* decode_count()'s bad_pc(). */
+static void bad_pc_count(struct chunk *c, const struct block *b, size_t i, uint64_t hdr)
+{
+    bad_record(c, i, hdr, CHUNK_BAD_PC);
+    snprintf(c->bad_why, sizeof(c->bad_why),
+             "its PC 0x%" PRIx64 " is not in block %" PRIu64 " (instructions %u..%u of %u)",
+             sluice_rec_payload(hdr), b->id, b->from, b->end, b->n);
+}
+
+/*
+ * decode_chunk() for callbacks that take no record (only counts are
+ * wanted, as by `sluice stats`): one pass, every bound checked as there,
+ * a block's events counted from its descriptor at once. A record inside a
+ * block must name one of its instructions, but their order is not checked
+ * (nothing is delivered in that order). Never fills an item area, so never
+ * partial.
+ */
+static uint64_t decode_count(struct chunk *c)
+{
+    const uint64_t *w = c->words;
+    size_t nw = c->len / 8, i = 0;
+    uint64_t records = 0, insns = 0;
+    struct block_view *view = c->view;
+    struct block blk; /* the current block's pcs, from and end (pcs NULL: none) */
+
+    blk.pcs = NULL;
+    block__view(view, c->blocks);
+    while (i < nw) {
+        uint64_t hdr = word(w, i);
+        unsigned tag = sluice_rec_tag(hdr), len;
+
+        if (tag == SLUICE_TAG_EXEC || sluice_tag_is_mem(tag)) {
+            if (blk.pcs && !in_block(&blk, sluice_rec_payload(hdr))) {
+                bad_pc_count(c, &blk, i, hdr);
+                break;
+            }
+            if (tag == SLUICE_TAG_EXEC) {
+                insns++;
+                i++;
+                continue;
+            }
+        } else {
+            blk.pcs = NULL;
+        }
+        len = sluice_rec_words(hdr);
+        if (len == 0 || len > nw - i) {
+            bad_record(c, i, hdr, len == 0 ? CHUNK_BAD_HEADER : CHUNK_BAD_CROSSING);
+            break;
+        }
+        if (sluice_tag_is_mem(tag)) {
+            if (tag & SLUICE_MEM_WRITE) {
+                c->counts.stores++;
+            } else {
+                c->counts.loads++;
+            }
+        } else if (sluice_tag_is_block(tag)) {
+            uint64_t id = sluice_block_id(hdr);
+            const struct block_seen *seen = block__seen(view, id);
+            unsigned from = sluice_block_from(hdr), to = sluice_block_to(hdr);
+            size_t end = i + 1;
+
+            /* A whole TB whose descriptor was checked: the common case, from the cache. */
+            if (seen->id1 == id + 1 && from == 0 && to == seen->n && !sluice_block_cont(hdr)) {
+                blk.pcs = view->bt->data + id + 1;
+                blk.id = id;
+                blk.n = seen->n;
+                blk.from = 0;
+                blk.end = to;
+                blk.last = -1;
+                insns += seen->recorded;
+                if (tag == SLUICE_TAG_BLOCK_SLOTS) {
+                    end += seen->slot_words;
+                    c->counts.loads += seen->loads;
+                    c->counts.stores += seen->stores;
+                    records += seen->n_slots;
+                }
+            } else if (block__start(&blk, view, hdr, c->bad_why, sizeof(c->bad_why)) < 0) {
+                bad_record(c, i, hdr, CHUNK_BAD_BLOCK);
+                break;
+            } else {
+                insns += blk.next < blk.end ? block__count(&blk, blk.next, blk.end) : 0;
+                if (blk.n_slots) {
+                    end += block__seen(view, blk.id)->slot_words;
+                    c->counts.loads += blk.loads;
+                    c->counts.stores += blk.stores;
+                    records += blk.n_slots;
+                }
+            }
+            if (end > nw) {
+                bad_record(c, i, hdr, CHUNK_BAD_CROSSING);
+                break;
+            }
+            i = end;
+            continue;
+        } else if (tag == SLUICE_TAG_LOST) {
+            c->counts.lost += sluice_rec_payload(hdr);
+        } else if (tag == SLUICE_TAG_PAD) {
+            i += len;
+            continue;
+        }
+        records++;
+        i += len;
+    }
+    c->partial = 0;
+    c->counts.insns += insns;
+    return records + insns;
 }
 
 uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
@@ -391,19 +615,20 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
     struct run run;      /* only used with cb->exec_batch */
     struct decoder d;
 
+    if (!cb->exec && !cb->exec_batch && !cb->read && !cb->write && !cb->lost && !cb->message &&
+        !cb->chunk_end) {
+        return decode_count(c);
+    }
     run.n = 0;
     d.c = c;
     d.cb = cb;
     d.t = t;
     d.scratch = scratch;
     d.run = &run;
-    d.view.bt = c->blocks;
     /* Where a previous slice stopped (all zero for a fresh chunk). */
     i = c->resume.word;
-    d.view.used = c->resume.view_used;
-    if (c->blocks) {
-        memset(d.view.seen, 0, sizeof(d.view.seen)); /* a cache: a slice may start cold */
-    }
+    d.view = c->view;
+    block__view(d.view, c->blocks);
     d.in_block = c->resume.in_block;
     d.careful = c->resume.careful;
     if (d.in_block) {
@@ -413,7 +638,10 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
     d.i = i;
     d.nw = nw;
     c->partial = 0;
-    while (i < nw) {
+    if (d.in_block && d.blk.slot < d.blk.n_slots) {
+        stopped = block_slots(&d, &i, &insns, &records); /* a slice stopped among them */
+    }
+    while (i < nw && stopped == 0) {
         uint64_t hdr = word(w, i);
         unsigned tag = sluice_rec_tag(hdr), len;
         int made;
@@ -463,11 +691,14 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
             i += len;
             continue;
         }
-        if (tag == SLUICE_TAG_BLOCK) {
+        if (sluice_tag_is_block(tag)) {
             if (block_begin(&d, i, nw, hdr) < 0) {
                 break;
             }
             i += len;
+            if (d.blk.n_slots && (stopped = block_slots(&d, &i, &insns, &records)) != 0) {
+                break;
+            }
             continue;
         }
         if (batch) {
@@ -496,7 +727,6 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
     if (stopped > 0) {
         c->partial = 1;
         c->resume.word = i;
-        c->resume.view_used = d.view.used;
         c->resume.in_block = d.in_block;
         c->resume.careful = d.careful;
         c->resume.blk = d.blk;

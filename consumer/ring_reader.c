@@ -200,6 +200,12 @@ int64_t ring_reader__salvage(struct ring_reader *r)
         uint64_t hdr = le64toh(*(const volatile uint64_t *)(r->data + (pos & (r->size - 1))));
         unsigned len = sluice_rec_words(hdr);
 
+        if (sluice_rec_tag(hdr) == SLUICE_TAG_BLOCK_SLOTS) {
+            /* Its slot records have no header to walk: the producer stored
+             * `end` at a TB start, after whole records (the decoder checks them). */
+            pos = end;
+            break;
+        }
         if (len == 0 || pos + (uint64_t)len * 8 > end ||
             pos + (uint64_t)len * 8 - r->pos > r->size) {
             break;

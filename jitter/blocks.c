@@ -152,7 +152,7 @@ static int hash_grow(void)
     for (i = 0; i < B.hash_size; i++) {
         if (B.hash[i]) {
             id = B.hash[i] - 1;
-            insert(t, size, id, hash_words(&B.data[id], sluice_block_words(B.data[id] & 0xffff)));
+            insert(t, size, id, hash_words(&B.data[id], sluice_block_desc_words(B.data[id])));
         }
     }
     free(B.hash);
@@ -161,10 +161,33 @@ static int hash_grow(void)
     return 0;
 }
 
-/* Lay out @p b as a descriptor in @p w; returns how many of its instructions are recorded. */
-static unsigned describe(const struct sluice_lift_block *b, uint64_t *w)
+/* The slots of @p b to describe: all, or none if QEMU's are not well formed. */
+static unsigned slots_of(const struct sluice_lift_block *b)
+{
+    unsigned k;
+
+    if (!b->slot || b->n_slots > SLUICE_BLOCK_MAX_SLOTS) {
+        return 0;
+    }
+    for (k = 0; k < b->n_slots; k++) {
+        unsigned insn = sluice_slot_insn(b->slot[k]);
+
+        if (insn >= b->n || (b->slot[k] & 7) > 4 ||
+            (k > 0 && insn < sluice_slot_insn(b->slot[k - 1]))) {
+            return 0;
+        }
+    }
+    return b->n_slots;
+}
+
+/*
+ * Lay out @p b with its @p slots slots as a descriptor in @p w; returns
+ * how many of its instructions are recorded.
+ */
+static unsigned describe(const struct sluice_lift_block *b, unsigned slots, uint64_t *w)
 {
     uint8_t *bytes = (uint8_t *)&w[1 + b->n];
+    uint16_t *slot = (uint16_t *)&w[sluice_block_words(b->n)];
     unsigned i, recorded = 0;
 
     memset(bytes, 0, ((b->n + 7) / 8) * 8);
@@ -175,7 +198,11 @@ static unsigned describe(const struct sluice_lift_block *b, uint64_t *w)
         bytes[i] = (uint8_t)((b->len[i] & 0x7f) | (rec ? SLUICE_BLOCK_RECORDED : 0));
         recorded += rec;
     }
-    w[0] = b->n | (uint64_t)recorded << 16;
+    memset(slot, 0, ((slots + 3) / 4) * 8);
+    for (i = 0; i < slots; i++) {
+        slot[i] = b->slot[i]; /* little-endian hosts only, like the rest of the table */
+    }
+    w[0] = b->n | (uint64_t)recorded << 16 | (uint64_t)slots << 32;
     return recorded;
 }
 
@@ -184,17 +211,22 @@ static unsigned describe(const struct sluice_lift_block *b, uint64_t *w)
 
 uint64_t blocks_lift(const struct sluice_lift_block *b)
 {
-    uint64_t w[sluice_block_words(SLUICE_BLOCK_MAX_INSNS)];
+    uint64_t w[sluice_block_words(SLUICE_BLOCK_MAX_INSNS) + SLUICE_BLOCK_MAX_SLOTS / 4];
     uint64_t words, h, hdr = END_OF_BLOCK;
+    unsigned slots;
     int64_t id;
 
     if (!B.hdr) {
         return 0; /* no block anywhere, so none to end */
     }
-    if (b->n == 0 || b->n > SLUICE_BLOCK_MAX_INSNS || describe(b, w) == 0) {
+    if (b->n == 0 || b->n > SLUICE_BLOCK_MAX_INSNS) {
         return b->records ? END_OF_BLOCK : 0;
     }
-    words = sluice_block_words(b->n);
+    slots = slots_of(b);
+    if (describe(b, slots, w) == 0 && slots == 0) {
+        return b->records ? END_OF_BLOCK : 0;
+    }
+    words = sluice_block_desc_words(w[0]);
     h = hash_words(w, words);
     pthread_mutex_lock(&B.lock);
     id = find(w, words, h);
@@ -208,7 +240,8 @@ uint64_t blocks_lift(const struct sluice_lift_block *b)
         B.count++;
     }
     if (id >= 0) {
-        hdr = sluice_block_hdr((uint64_t)id, 0, b->n, 0);
+        hdr = slots ? sluice_block_slots_hdr((uint64_t)id, b->n)
+                    : sluice_block_hdr((uint64_t)id, 0, b->n, 0);
     } else {
         B.refused++; /* its EXEC records stay, after END_OF_BLOCK */
     }
@@ -230,6 +263,20 @@ int blocks_index(uint64_t id, unsigned from, unsigned to, uint64_t pc)
         }
     }
     return -1;
+}
+
+const uint16_t *blocks_slots(uint64_t id, unsigned *n_slots, const uint64_t **pcs)
+{
+    uint64_t w0;
+
+    *n_slots = 0;
+    if (!B.hdr || id >= __atomic_load_n(&B.used, __ATOMIC_RELAXED)) {
+        return NULL;
+    }
+    w0 = B.data[id];
+    *n_slots = (unsigned)(w0 >> 32 & 0xffff);
+    *pcs = &B.data[id + 1];
+    return (const uint16_t *)&B.data[id + sluice_block_words((unsigned)(w0 & 0xffff))];
 }
 
 void blocks_report(void)

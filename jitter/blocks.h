@@ -4,7 +4,8 @@
  * descriptors of lifted TBs, in the process's arena, append-only.
  *
  * Threads: blocks_lift() at lift time (the vCPU translating, mmap_lock
- * held); blocks_index() on a vCPU for its own block (reserve, tb_exit);
+ * held); blocks_index() and blocks_slots() on a vCPU for its own block
+ * (reserve, tb_exit);
  * blocks_open()/blocks_after_fork_child() on the slow paths of init and
  * fork. Never frees, moves or rewrites a descriptor.
  */
@@ -40,7 +41,8 @@ void blocks_where(uint64_t *offset, uint64_t *bytes);
 /**
  * The word the TB @p b writes at its start (jitter_abi.h, lift_block): its
  * BLOCK header word (its descriptor appended, or found if an equal one
- * exists); else, when it writes other records (no instruction recorded, or
+ * exists), a BLOCK_SLOTS one if it has slots (then all of QEMU's); else,
+ * when it writes other records (no instruction recorded and no slot, or
  * the table full: counted, see blocks_report), a PAD of one word, so they
  * are not read as the block before's; else 0 (also with blocks disabled).
  */
@@ -51,6 +53,12 @@ uint64_t blocks_lift(const struct sluice_lift_block *b);
  * of descriptor @p id, or -1.
  */
 int blocks_index(uint64_t id, unsigned from, unsigned to, uint64_t pc);
+
+/**
+ * The slots of descriptor @p id (one its own TB named): *@p n_slots of
+ * them (0 if none or no such id), and its instructions' PCs at *@p pcs.
+ */
+const uint16_t *blocks_slots(uint64_t id, unsigned *n_slots, const uint64_t **pcs);
 
 /** At process exit: one line on stderr if the table filled up. */
 void blocks_report(void);

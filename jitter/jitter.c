@@ -202,22 +202,10 @@ static uint64_t j_lift_block(struct sluice_thread_slot *slot, const struct sluic
 /* A longjmp left the TB at @p pc: its block ran up to that instruction, included. */
 static void j_tb_exit(struct sluice_thread_slot *slot, uint64_t pc)
 {
-    struct ring *r = slot->ring;
-    uint64_t *at = slot->block_at, hdr;
-    int j;
-
-    slot->block_at = NULL;
-    if (!r || (uint8_t *)at < r->data || (uint8_t *)at >= r->data + 2 * r->size) {
-        return;
-    }
-    hdr = *at;
-    if (sluice_rec_tag(hdr) != SLUICE_TAG_BLOCK) {
-        return;
-    }
-    j = blocks_index(sluice_block_id(hdr), sluice_block_from(hdr), sluice_block_to(hdr), pc);
-    if (j >= 0) {
-        *at = sluice_block_hdr(sluice_block_id(hdr), sluice_block_from(hdr), (unsigned)j + 1,
-                               sluice_block_cont(hdr));
+    if (slot->ring) {
+        ring_tb_exit(slot->ring, pc);
+    } else {
+        slot->block_at = NULL;
     }
 }
 

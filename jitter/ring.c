@@ -303,18 +303,41 @@ static void pad_to_boundary(struct ring *r, uint64_t room, uint64_t need)
     ring_publish(r);
 }
 
+/* Words of the slot records after a BLOCK_SLOTS header @p hdr (0 after a BLOCK one). */
+static uint64_t slot_words(uint64_t hdr)
+{
+    const uint64_t *pcs;
+    unsigned n, k;
+    const uint16_t *slot = blocks_slots(sluice_block_id(hdr), &n, &pcs);
+    uint64_t words = 0;
+
+    for (k = 0; sluice_rec_tag(hdr) == SLUICE_TAG_BLOCK_SLOTS && k < n; k++) {
+        words += sluice_slot_record_words(slot[k]);
+    }
+    return words;
+}
+
 /*
  * Where the block in flight has got: one past the instruction of its last
  * record, or the block's start if none yet; *@p mid: that instruction
  * still runs and may add records (cut there, it continues, record.h).
+ * A cut comes from a reserve() at a label or in a helper, so after the
+ * TB's straight start: its slot records are all written, and the last
+ * slot's instruction is the progress if no record with a header follows.
  */
 static unsigned block_progress(const struct ring *r, uint64_t hdr, int *mid)
 {
-    const uint64_t *w = r->slot->block_at + 1, *end = r->slot->cursor;
-    unsigned from = sluice_block_from(hdr), to = sluice_block_to(hdr);
+    const uint64_t *w = r->slot->block_at + 1, *end = r->slot->cursor, *pcs;
+    unsigned from = sluice_block_from(hdr), to = sluice_block_to(hdr), n;
+    const uint16_t *slot = blocks_slots(sluice_block_id(hdr), &n, &pcs);
     uint64_t pc = 0;
     int j, seen = 0;
 
+    if (sluice_rec_tag(hdr) == SLUICE_TAG_BLOCK_SLOTS && n > 0) {
+        w += slot_words(hdr);
+        pc = pcs[sluice_slot_insn(slot[n - 1])];
+        seen = 1;
+    }
     while (w < end) {
         unsigned len = sluice_rec_words(*w), tag = sluice_rec_tag(*w);
 
@@ -342,13 +365,80 @@ static void cut_block(struct ring *r, uint64_t room, uint64_t need)
     int mid, cont = sluice_block_cont(hdr);
 
     at = block_progress(r, hdr, &mid);
-    /* The first part: up to the running instruction, included if it has records here. */
-    *r->slot->block_at = sluice_block_hdr(id, from, mid ? at + 1 : from, cont);
+    /* The first part: up to the running instruction, included if it has records here
+     * (a BLOCK_SLOTS record stays one: its slots are all before the cut). */
+    *r->slot->block_at =
+        (sluice_block_hdr(id, from, mid ? at + 1 : from, cont) & SLUICE_PAYLOAD_MASK) |
+        (hdr & ~SLUICE_PAYLOAD_MASK);
     r->slot->block_at = NULL;
     ring_publish(r);
     pad_to_boundary(r, room, need);
     *r->slot->cursor = sluice_block_hdr(id, at, to, mid ? 1 : cont);
     r->slot->block_at = r->slot->cursor++;
+}
+
+/*
+ * Give the first @p k slot records after the BLOCK_SLOTS record at @p at
+ * (@p words words of them) their headers, moving them up; returns the
+ * new end of the block's records.
+ */
+static uint64_t *put_headers(uint64_t *at, uint64_t words, unsigned k)
+{
+    const uint64_t *pcs;
+    unsigned n;
+    const uint16_t *slot = blocks_slots(sluice_block_id(*at), &n, &pcs);
+    uint64_t *src = at + 1 + words, *dst = src + k;
+    uint64_t *end = dst;
+
+    while (k-- > 0) {
+        unsigned rw = sluice_slot_record_words(slot[k]);
+
+        src -= rw;
+        dst -= rw;
+        memmove(dst, src, rw * 8);
+        *--dst = sluice_mem_hdr(pcs[sluice_slot_insn(slot[k])], slot[k] & 7,
+                                (slot[k] & SLUICE_MEM_WRITE) != 0);
+    }
+    return end;
+}
+
+void ring_tb_exit(struct ring *r, uint64_t pc)
+{
+    uint64_t *at = r->slot->block_at, *w, hdr, id, words = 0, have;
+    const uint64_t *pcs;
+    const uint16_t *slot;
+    unsigned n, k = 0;
+    int j;
+
+    r->slot->block_at = NULL;
+    if ((uint8_t *)at < r->data || (uint8_t *)at >= r->data + 2 * r->size ||
+        at >= r->slot->cursor || !sluice_tag_is_block(sluice_rec_tag(*at))) {
+        return;
+    }
+    hdr = *at;
+    id = sluice_block_id(hdr);
+    if (sluice_rec_tag(hdr) == SLUICE_TAG_BLOCK_SLOTS) {
+        /* How many slot records are whole: the access after them faulted. */
+        slot = blocks_slots(id, &n, &pcs);
+        have = (uint64_t)(r->slot->cursor - (at + 1));
+        for (; k < n && words + sluice_slot_record_words(slot[k]) <= have; k++) {
+            words += sluice_slot_record_words(slot[k]);
+        }
+        if (k < n) {
+            /* Room: the TB's byte count counts the headers (jitter_abi.h). */
+            w = put_headers(at, words, k);
+            r->slot->cursor = w;
+            hdr = sluice_block_hdr(id, 0, sluice_block_to(hdr), 0);
+        }
+    }
+    j = blocks_index(id, sluice_block_from(hdr), sluice_block_to(hdr), pc);
+    if (j >= 0) {
+        hdr =
+            (sluice_block_hdr(id, sluice_block_from(hdr), (unsigned)j + 1, sluice_block_cont(hdr)) &
+             SLUICE_PAYLOAD_MASK) |
+            (hdr & ~SLUICE_PAYLOAD_MASK);
+    }
+    *at = hdr;
 }
 
 void ring_reserve(struct ring *r, uint64_t need)

@@ -63,6 +63,14 @@ void ring_publish_all(struct ring *r);
  */
 void ring_reserve(struct ring *r, uint64_t need);
 
+/**
+ * A longjmp left translated code at guest @p pc, with the block in flight
+ * at slot->block_at (if any, in this ring): end its record at that
+ * instruction, included; left before its last slot, give its slot records
+ * their headers first (record.h). Clears block_at. vCPU (tb_exit).
+ */
+void ring_tb_exit(struct ring *r, uint64_t pc);
+
 /** Publish and mark the ring closed: its thread will write no more. */
 void ring_close(struct ring *r);
 

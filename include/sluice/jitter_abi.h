@@ -28,13 +28,17 @@
  * 5 — block encoding: lift_block (at TB end the jitter may replace the
  * TB's EXEC records by one BLOCK record), the slot's `block_at`, and
  * tb_exit (how far a TB left by a longjmp got).
+ * 6 — slots: lift_block is told the TB's accesses that always run (before
+ * its first branch, label or call that may touch guest memory); a
+ * BLOCK_SLOTS word drops their records' headers too. The TB's byte count
+ * still counts those headers, so tb_exit has room to put them back.
  */
 #ifndef SLUICE_JITTER_ABI_H
 #define SLUICE_JITTER_ABI_H
 
 #include <stdint.h>
 
-#define SLUICE_JITTER_ABI_VERSION 5u
+#define SLUICE_JITTER_ABI_VERSION 6u
 
 /**
  * Per-vCPU producer state. It lives in QEMU's CPUNegativeOffsetState
@@ -109,6 +113,10 @@ struct sluice_lift_block {
     const uint64_t *pc;  /**< n guest PCs in program order */
     const uint8_t *len;  /**< n lengths in bytes */
     const uint8_t *hook; /**< n hook_inst answers (sluice_hook_inst) */
+    /** Accesses recorded inline before the TB's first branch, label or call that may
+     * touch guest memory, in program order: 0..SLUICE_BLOCK_MAX_SLOTS. */
+    uint32_t n_slots;
+    const uint16_t *slot; /**< n_slots slots, as sluice_slot() (record.h) makes them */
 };
 
 /** What QEMU tells the jitter at load. */
@@ -199,7 +207,9 @@ struct sluice_jitter_ops {
      * Lift time, once per TB, when it is complete: the word the TB writes
      * at its start, after its capacity check.
      * @return a BLOCK header word (record.h): the TB's EXEC records are
-     *         dropped and block_at names the word; another record word of
+     *         dropped and block_at names the word; a BLOCK_SLOTS one: the
+     *         headers of its n_slots slot records are dropped as well;
+     *         another record word of
      *         one word (a PAD of 1, so records that follow are not read as
      *         the last block's): the EXEC records stay; or 0: no word.
      *         Never fails.
@@ -210,7 +220,8 @@ struct sluice_jitter_ops {
      * cpu_exec_longjmp_cleanup), when slot->block_at is not NULL: @p pc is
      * the guest PC QEMU restored, that of the instruction that left
      * (it started, so it counts). The jitter rewrites the block's `to`
-     * and clears block_at.
+     * (and, left before its last slot, gives the slot records their
+     * headers, moving the cursor) and clears block_at.
      */
     void (*tb_exit)(struct sluice_thread_slot *slot, uint64_t pc);
     /**

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /**
  * @file record.h
- * @brief sluice trace records, the shared ring layout and the block table (format version 4).
+ * @brief sluice trace records, the shared ring layout and the block table (format version 5).
  *
  * This header is shared by the QEMU patch (which emits records inline), the
  * jitter (which owns the rings) and the consumer library (which reads them).
@@ -24,6 +24,11 @@
  *   BLOCK         [hdr: to (55..46), from (45..36), cont (35), block id (34..0)]
  *                 1 word
  *                 (format 4: instructions from..to-1 of a block, see below)
+ *   BLOCK_SLOTS   a BLOCK record (same header fields) whose descriptor's
+ *                 slot records follow it (format 5, see below)
+ *   slot record   [guest vaddr][value] or, size 16, [vaddr][value lo][value hi]:
+ *                 a MEM record without its header, only right after a
+ *                 BLOCK_SLOTS record
  *   TEXT          [hdr: byte count n in bits 15..0][n bytes, zero-padded to
  *                 whole words]  1 + ceil(n / 8) words (a filter's
  *                 bpf_trace_printk message, in the lifting thread's ring)
@@ -62,6 +67,17 @@
  * hit) is that instruction's exec event; the descriptor does not mark it.
  * A TB without a BLOCK record that writes records starts with a PAD of one
  * word, which ends the block before.
+ *
+ * Slots (format 5): the memory accesses a TB makes before its first branch,
+ * label or call that may touch guest memory always run, in order, unless
+ * the TB is left early. The descriptor lists them (its slots: instruction,
+ * size, direction), and such a TB starts with a BLOCK_SLOTS record (from 0,
+ * not cont) followed by one slot record per slot, in the descriptor's
+ * order, without headers; its other records follow with headers, as after
+ * a BLOCK record. A TB left before its last slot has its slot records
+ * given their headers and its record made a BLOCK one before it is
+ * published, so a BLOCK_SLOTS record is always followed by all its slots,
+ * and every slot's instruction is below its `to`.
  *
  * A TB left early (a fault, an exception) has its record rewritten before
  * it is published, so `to` counts the instructions that started, the one
@@ -109,7 +125,7 @@
 #include <stdint.h>
 
 /** Format version of records, ring header and block table; bumped on any change. */
-#define SLUICE_FORMAT_VERSION 4u
+#define SLUICE_FORMAT_VERSION 5u
 /** `magic` of a ring header: "SLUICERG" as little-endian bytes. */
 #define SLUICE_RING_MAGIC 0x4752454349554c53ull
 
@@ -120,7 +136,9 @@ enum sluice_tag {
     SLUICE_TAG_LOST = 0x02,  /**< (bits 55..0) records were lost here */
     SLUICE_TAG_TEXT = 0x03,  /**< a message of (bits 15..0) bytes follows */
     SLUICE_TAG_BLOCK = 0x04, /**< instructions of a block descriptor, see sluice_block_hdr() */
-    SLUICE_TAG_MEM = 0x10,   /**< base of the MEM tags, see sluice_mem_tag() */
+    /** A BLOCK record followed by its descriptor's slot records (format 5). */
+    SLUICE_TAG_BLOCK_SLOTS = 0x05,
+    SLUICE_TAG_MEM = 0x10, /**< base of the MEM tags, see sluice_mem_tag() */
 };
 
 #define SLUICE_TAG_SHIFT 56
@@ -189,6 +207,19 @@ static inline uint64_t sluice_block_hdr(uint64_t id, unsigned from, unsigned to,
            (id & SLUICE_BLOCK_ID_MASK);
 }
 
+/** The BLOCK_SLOTS header word of a whole TB of @p n instructions whose descriptor is at @p id. */
+static inline uint64_t sluice_block_slots_hdr(uint64_t id, unsigned n)
+{
+    return ((uint64_t)SLUICE_TAG_BLOCK_SLOTS << SLUICE_TAG_SHIFT) |
+           (sluice_block_hdr(id, 0, n, 0) & SLUICE_PAYLOAD_MASK);
+}
+
+/** Whether @p tag is BLOCK or BLOCK_SLOTS (the same header fields). */
+static inline int sluice_tag_is_block(unsigned tag)
+{
+    return tag == SLUICE_TAG_BLOCK || tag == SLUICE_TAG_BLOCK_SLOTS;
+}
+
 /** Whether a BLOCK header word continues a block cut at a chunk boundary mid-instruction. */
 static inline int sluice_block_cont(uint64_t hdr)
 {
@@ -227,8 +258,8 @@ static inline unsigned sluice_rec_words(uint64_t hdr)
 {
     unsigned tag = sluice_rec_tag(hdr);
 
-    if (tag == SLUICE_TAG_EXEC || tag == SLUICE_TAG_LOST || tag == SLUICE_TAG_BLOCK) {
-        return 1;
+    if (tag == SLUICE_TAG_EXEC || tag == SLUICE_TAG_LOST || sluice_tag_is_block(tag)) {
+        return 1; /* a BLOCK_SLOTS record's slot records are counted apart */
     }
     if (sluice_tag_is_mem(tag)) {
         return (tag & 7) == 4 ? 4 : 3;
@@ -257,11 +288,14 @@ static inline unsigned sluice_rec_words(uint64_t hdr)
  *   | table header | data: 64-bit words, descriptors end to end |
  *   +--------------+------------------------------------------+
  *
- * The descriptor at data word `id`, for a TB of n instructions:
- *   word 0            n (bits 15..0), how many are marked recorded (31..16)
+ * The descriptor at data word `id`, for a TB of n instructions and s slots:
+ *   word 0            n (bits 15..0), how many are marked recorded (31..16),
+ *                     s (47..32, at most SLUICE_BLOCK_MAX_SLOTS)
  *   words 1 .. n      each instruction's guest PC, in program order
  *   ceil(n / 8) words one byte per instruction, in order: its length in
  *                     bytes (bits 6..0), 0x80 if its exec event is recorded
+ *   ceil(s / 4) words one 16-bit slot per access, in program order (so
+ *                     their instructions never decrease), see sluice_slot()
  * The jitter writes a descriptor whole, then release-stores `used_words`
  * past it, before QEMU publishes the TB to any vCPU: a consumer that sees a
  * BLOCK record (acquire load of head) and then loads `used_words`
@@ -283,10 +317,41 @@ struct sluice_blocks_hdr {
     uint64_t used_words;
 };
 
-/** Words of a descriptor of @p n instructions. */
+/** Words of a descriptor of @p n instructions, without its slots. */
 static inline uint64_t sluice_block_words(unsigned n)
 {
     return 1 + (uint64_t)n + ((uint64_t)n + 7) / 8;
+}
+
+/** Most slots in one descriptor. */
+#define SLUICE_BLOCK_MAX_SLOTS 1024u
+
+/**
+ * A descriptor's slot: the access of 2^@p log2_size bytes (0..4) made by
+ * its instruction @p insn (an index, < n), a store if @p is_write.
+ * Bits 15..4 insn, bit 3 write, bits 2..0 log2 size (as a MEM tag's).
+ */
+static inline uint16_t sluice_slot(unsigned insn, unsigned log2_size, int is_write)
+{
+    return (uint16_t)(insn << 4 | (is_write ? SLUICE_MEM_WRITE : 0) | (log2_size & 7));
+}
+
+/** A slot's instruction index. */
+static inline unsigned sluice_slot_insn(uint16_t slot)
+{
+    return slot >> 4;
+}
+
+/** Words a slot's record takes: 2, or 3 for 16 bytes. */
+static inline unsigned sluice_slot_record_words(uint16_t slot)
+{
+    return (slot & 7) == 4 ? 3 : 2;
+}
+
+/** Words of a descriptor whose word 0 is @p w0 (n and s as it says), slots included. */
+static inline uint64_t sluice_block_desc_words(uint64_t w0)
+{
+    return sluice_block_words((unsigned)(w0 & 0xffff)) + ((w0 >> 32 & 0xffff) + 3) / 4;
 }
 
 /** Positions that are multiples of this are record boundaries (see above). */

@@ -989,3 +989,194 @@ Test(block, chunk_end_follows_the_last_event_and_makes_the_last_item)
     table_fini(&tb);
     free(l);
 }
+
+/* --- slots (format 5) ------------------------------------------------------------ */
+
+/* table_add() with the @p ns slots @p slots. Returns its id. */
+static uint64_t table_add_slots(struct table *tb, unsigned tag, unsigned n, uint64_t unrec,
+                                const uint16_t *slots, unsigned ns)
+{
+    uint64_t id = table_add(tb, tag, n, unrec);
+    uint16_t *s = (uint16_t *)&tb->data[id + sluice_block_words(n)];
+
+    cr_assert_leq(id + sluice_block_words(n) + (ns + 3) / 4, tb->cap);
+    for (unsigned k = 0; k < ns; k++) {
+        s[k] = slots[k];
+    }
+    tb->data[id] |= (uint64_t)ns << 32;
+    __atomic_store_n(&tb->hdr->used_words, id + sluice_block_desc_words(tb->data[id]),
+                     __ATOMIC_RELEASE);
+    return id;
+}
+
+/* A slot record: address @p addr, value @p v (@p hi too for 16 bytes, @p three). */
+static unsigned slot_rec(uint64_t *w, uint64_t addr, uint64_t v, int three)
+{
+    w[0] = addr;
+    w[1] = v;
+    if (three) {
+        w[2] = ~v;
+    }
+    return three ? 3 : 2;
+}
+
+#define W(b, i)                                                                                    \
+    {                                                                                              \
+        E_WRITE, pc_at(b, i)                                                                       \
+    }
+
+Test(block, slot_records_are_their_instructions_accesses)
+{
+    /* Instruction 1 loads twice, 2 (exec not recorded) once, 4 loads 16 bytes; 5 has a record
+     * with a header after the slots. */
+    const uint16_t slots[] = {sluice_slot(1, 3, 0), sluice_slot(1, 3, 0), sluice_slot(2, 2, 0),
+                              sluice_slot(4, 4, 0)};
+    const struct ev want[] = {X(3, 0), X(3, 1), R(3, 1), R(3, 1), R(3, 2),
+                              X(3, 3), X(3, 4), R(3, 4), X(3, 5), R(3, 5)};
+    struct table tb;
+    uint64_t w[32], h[32], id;
+    unsigned n = 0, m = 0;
+
+    table_init(&tb, 64);
+    id = table_add_slots(&tb, 3, 6, 1u << 2, slots, 4);
+    w[n++] = sluice_block_slots_hdr(id, 6);
+    n += slot_rec(&w[n], 0x100, 1, 0);
+    n += slot_rec(&w[n], 0x108, 2, 0);
+    n += slot_rec(&w[n], 0x110, 3, 0);
+    n += slot_rec(&w[n], 0x120, 4, 1);
+    n += mem(&w[n], pc_at(3, 5));
+    expect(w, n, &tb, want, 10);
+    /* The same TB as a BLOCK record (left early, or cut): its records keep their headers. */
+    h[m++] = sluice_block_hdr(id, 0, 6, 0);
+    for (unsigned k = 0; k < 4; k++) {
+        m += mem(&h[m], pc_at(3, sluice_slot_insn(slots[k])));
+    }
+    m += mem(&h[m], pc_at(3, 5));
+    expect(h, m, &tb, want, 10);
+    table_fini(&tb);
+}
+
+static struct sluice_mem seen_mem[8];
+static unsigned n_seen_mem;
+
+static int on_slot_mem(void *user, const struct sluice_thread_info *t, const struct sluice_mem *m,
+                       void *item)
+{
+    (void)user;
+    (void)t;
+    (void)item;
+    cr_assert_lt(n_seen_mem, 8);
+    seen_mem[n_seen_mem++] = *m;
+    return 0;
+}
+
+Test(block, a_slot_record_has_its_slots_size_direction_pc_and_masked_value)
+{
+    const uint16_t slots[] = {sluice_slot(0, 2, 1), sluice_slot(1, 4, 0), sluice_slot(1, 0, 0)};
+    struct sluice_callbacks cb = {.sz = sizeof(cb), .read = on_slot_mem, .write = on_slot_mem};
+    struct chunk_pool pool;
+    struct table tb;
+    struct chunk *c;
+    uint64_t w[16];
+    unsigned n = 0;
+
+    table_init(&tb, 64);
+    w[n++] = sluice_block_slots_hdr(table_add_slots(&tb, 4, 2, 0, slots, 3), 2);
+    n += slot_rec(&w[n], 0x7000, 0xffffffff12345678ull, 0);
+    n += slot_rec(&w[n], 0x7010, 0x1111, 1);
+    n += slot_rec(&w[n], 0x7020, 0x4243, 0);
+    chunk_pool__init(&pool, 1, 0);
+    c = chunk_pool__get(&pool);
+    c->words = w;
+    c->len = n * 8;
+    c->blocks = &tb.bt;
+    n_seen_mem = 0;
+    cr_assert_eq(decode_chunk(c, &cb, &thread), 2 + 3);
+    cr_assert_eq(c->bad, 0, "%s", c->bad_why);
+    cr_assert_eq(n_seen_mem, 3);
+    cr_assert(seen_mem[0].is_write && seen_mem[0].size == 4 && seen_mem[0].pc == pc_at(4, 0));
+    cr_assert_eq(seen_mem[0].addr, 0x7000);
+    cr_assert_eq(seen_mem[0].value, 0x12345678, "masked to its 4 bytes");
+    cr_assert(!seen_mem[1].is_write && seen_mem[1].size == 16 && seen_mem[1].pc == pc_at(4, 1));
+    cr_assert(seen_mem[1].value == 0x1111 && seen_mem[1].value_hi == ~0x1111ull);
+    cr_assert(seen_mem[2].size == 1 && seen_mem[2].value == 0x43 && seen_mem[2].addr == 0x7020);
+    cr_assert_eq(c->counts.stores, 1);
+    cr_assert_eq(c->counts.loads, 2);
+    chunk_pool__put(&pool, c);
+    chunk_pool__destroy(&pool);
+    table_fini(&tb);
+}
+
+Test(block, slot_records_that_do_not_fit_or_do_not_belong_are_refused)
+{
+    const uint16_t slots[] = {sluice_slot(1, 3, 0), sluice_slot(2, 3, 0)};
+    struct table tb;
+    uint64_t w[8], id, bad;
+
+    table_init(&tb, 128);
+    id = table_add_slots(&tb, 5, 3, 0, slots, 2);
+    w[0] = sluice_exec_hdr(0x10);
+    w[1] = sluice_block_slots_hdr(id, 3);
+    slot_rec(&w[2], 0x100, 1, 0);
+    slot_rec(&w[4], 0x108, 2, 0);
+    expect_bad(w, 5, &tb, CHUNK_BAD_CROSSING, 1, "", 1); /* its second slot is cut off */
+    /* A part that ends before its last slot's instruction, or does not start at 0. */
+    w[1] = (sluice_block_hdr(id, 0, 2, 0) & SLUICE_PAYLOAD_MASK) | (uint64_t)SLUICE_TAG_BLOCK_SLOTS
+                                                                       << SLUICE_TAG_SHIFT;
+    expect_bad(w, 6, &tb, CHUNK_BAD_BLOCK, 1, "not all in its instructions 0..2", 1);
+    w[1] = (sluice_block_hdr(id, 1, 3, 0) & SLUICE_PAYLOAD_MASK) | (uint64_t)SLUICE_TAG_BLOCK_SLOTS
+                                                                       << SLUICE_TAG_SHIFT;
+    expect_bad(w, 6, &tb, CHUNK_BAD_BLOCK, 1, "not all in its instructions 1..3", 1);
+    /* Descriptors whose slots are not accesses of theirs, in order. */
+    bad = table_add_slots(&tb, 6, 3, 0, (const uint16_t[]){sluice_slot(3, 3, 0)}, 1);
+    w[1] = sluice_block_slots_hdr(bad, 3);
+    expect_bad(w, 4, &tb, CHUNK_BAD_BLOCK, 1, "slot 0 (0x0033)", 1);
+    bad = table_add_slots(&tb, 7, 3, 0,
+                          (const uint16_t[]){sluice_slot(2, 3, 0), sluice_slot(1, 3, 0)}, 2);
+    w[1] = sluice_block_slots_hdr(bad, 3);
+    expect_bad(w, 6, &tb, CHUNK_BAD_BLOCK, 1, "slot 1 (0x0013)", 1);
+    bad = table_add_slots(&tb, 8, 3, 0, (const uint16_t[]){sluice_slot(0, 3, 0) | 7}, 1);
+    w[1] = sluice_block_slots_hdr(bad, 3);
+    expect_bad(w, 4, &tb, CHUNK_BAD_BLOCK, 1, "slot 0 (0x0007)", 1);
+    table_fini(&tb);
+}
+
+Test(block, slot_records_past_the_item_bound_are_decoded_in_slices)
+{
+    /* 512 recorded instructions with loads at 0, 200 and 511: slices stop among the slots. */
+    const uint16_t slots[] = {sluice_slot(0, 3, 0), sluice_slot(200, 3, 0), sluice_slot(511, 3, 0)};
+    struct table tb;
+    struct sliced x = {0};
+    uint64_t id;
+
+    table_init(&tb, 2 * sluice_block_words(SLS_N));
+    id = table_add_slots(&tb, 9, SLS_N, 0, slots, 3);
+    x.w = calloc(SLUICE_CHUNK_BYTES / 8, 8);
+    while (x.nw + 7 <= SLUICE_CHUNK_BYTES / 8) {
+        x.w[x.nw++] = sluice_block_slots_hdr(id, SLS_N);
+        for (unsigned i = 0, k = 0; i < SLS_N; i++) {
+            evlog_put(&x.want, (struct sls_ev){SLS_EXEC, 0, pc_at(9, i)});
+            while (k < 3 && sluice_slot_insn(slots[k]) == i) {
+                evlog_put(&x.want, (struct sls_ev){SLS_READ, 0, pc_at(9, i)});
+                x.nw += slot_rec(&x.w[x.nw], 0x100 + k, k, 0);
+                k++;
+            }
+        }
+        x.counts.insns += SLS_N;
+        x.counts.loads += 3;
+    }
+    for (int batch = 0; batch <= 1; batch++) {
+        struct sliced_result r = decode_sliced(x.w, x.nw, &tb, batch);
+
+        cr_assert_eq(r.bad, 0, "bad %d at %llu", r.bad, (unsigned long long)r.bad_at);
+        cr_assert_gt(r.slices, batch ? 0u : 8u, "mode %d: %u slices", batch, r.slices);
+        expect_same(&r.got, &x.want, x.want.n, batch);
+        cr_assert_eq(r.counts.insns, x.counts.insns);
+        cr_assert_eq(r.counts.loads, x.counts.loads);
+        cr_assert_eq(r.events, x.counts.insns + x.counts.loads);
+        free(r.got.ev);
+    }
+    free(x.w);
+    free(x.want.ev);
+    table_fini(&tb);
+}

@@ -99,8 +99,31 @@ Test(record, every_tag_classified)
 
         valid += sluice_rec_words(h) != 0;
     }
-    /* PAD, EXEC, LOST, TEXT, BLOCK and 10 MEM tags (5 sizes x load/store). */
-    cr_assert_eq(valid, 15);
+    /* PAD, EXEC, LOST, TEXT, BLOCK, BLOCK_SLOTS and 10 MEM tags (5 sizes x load/store). */
+    cr_assert_eq(valid, 16);
+}
+
+Test(record, slots)
+{
+    uint16_t s = sluice_slot(511, 4, 1);
+    uint64_t h = sluice_block_slots_hdr(77, 9);
+
+    cr_assert_eq(sluice_slot_insn(s), 511);
+    cr_assert_eq(s & 7, 4);
+    cr_assert(s & SLUICE_MEM_WRITE);
+    cr_assert_eq(sluice_slot_record_words(s), 3, "16 bytes: address and two value words");
+    cr_assert_eq(sluice_slot_record_words(sluice_slot(0, 3, 0)), 2);
+    cr_assert_eq(sluice_slot(0, 0, 0), 0, "a 1-byte load of instruction 0 is slot 0");
+    cr_assert_eq(sluice_rec_tag(h), SLUICE_TAG_BLOCK_SLOTS);
+    cr_assert(sluice_tag_is_block(sluice_rec_tag(h)));
+    cr_assert_eq(sluice_block_id(h), 77);
+    cr_assert_eq(sluice_block_from(h), 0);
+    cr_assert_eq(sluice_block_to(h), 9);
+    cr_assert(!sluice_block_cont(h));
+    cr_assert_eq(sluice_rec_words(h), 1, "its slot records are counted apart");
+    /* 9 instructions, 5 slots: 1 + 9 + 2 flag words + 2 slot words. */
+    cr_assert_eq(sluice_block_desc_words(9 | 9u << 16 | 5ull << 32), 14);
+    cr_assert_eq(sluice_block_desc_words(9), sluice_block_words(9));
 }
 
 Test(record, block_fields)

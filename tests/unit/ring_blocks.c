@@ -5,7 +5,8 @@
  * while its TB may still rewrite it, and a block whose records reach a
  * chunk boundary is cut there into two records of the same id, the second
  * with `cont` when the running instruction has records on both sides
- * (record.h). The slot is driven as translated code drives it.
+ * (record.h); a TB left early gets its slot records' headers back
+ * (ring_tb_exit). The slot is driven as translated code drives it.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -169,4 +170,121 @@ Test(ring_blocks, a_cut_before_any_record_keeps_cont, .init = setup)
     store(3); /* crosses: no record of the block yet before the boundary */
     cr_assert_eq(at(first), sluice_block_hdr(id, 2, 2, 1), "empty first part");
     cr_assert_eq(at(SLUICE_CHUNK_BYTES), sluice_block_hdr(id, 2, 4, 1));
+}
+
+/* lift() with slots: loads of 8 bytes by instructions @p insn[0..ns). */
+static uint64_t lift_slots(unsigned n, const unsigned *insn, unsigned ns)
+{
+    uint64_t pc[16];
+    uint8_t len[16], hook[16];
+    uint16_t slots[8];
+    unsigned i;
+
+    for (i = 0; i < n; i++) {
+        pc[i] = PC0 + 4 * i;
+        len[i] = 4;
+        hook[i] = SLUICE_HOOK_ALWAYS;
+    }
+    for (i = 0; i < ns; i++) {
+        slots[i] = sluice_slot(insn[i], 3, 0);
+    }
+    return blocks_lift(&(struct sluice_lift_block){
+        .n = n, .pc = pc, .len = len, .hook = hook, .n_slots = ns, .slot = slots});
+}
+
+/* A slot record as translated code writes it (no header): address, value. */
+static void slot_load(uint64_t addr)
+{
+    slot.cursor[0] = addr;
+    slot.cursor[1] = addr + 1;
+    slot.cursor += 2;
+}
+
+Test(ring_blocks, a_tb_with_slots_gets_a_block_slots_record, .init = setup)
+{
+    const unsigned insn[] = {0, 2, 2};
+    uint64_t hdr = lift_slots(4, insn, 3), id = sluice_block_id(hdr);
+    const uint16_t *s;
+    const uint64_t *pcs;
+    unsigned ns;
+
+    cr_assert_eq(sluice_rec_tag(hdr), SLUICE_TAG_BLOCK_SLOTS);
+    cr_assert_eq(hdr, sluice_block_slots_hdr(id, 4));
+    s = blocks_slots(id, &ns, &pcs);
+    cr_assert_eq(ns, 3);
+    cr_assert(s[0] == sluice_slot(0, 3, 0) && s[1] == sluice_slot(2, 3, 0) &&
+              s[2] == sluice_slot(2, 3, 0));
+    cr_assert_eq(pcs[2], PC0 + 8);
+    cr_assert_eq(lift_slots(4, insn, 3), hdr, "an equal TB, the same descriptor");
+    cr_assert_neq(lift_slots(4, insn, 2), hdr, "other slots, another descriptor");
+    cr_assert_eq(sluice_rec_tag(lift(4)), SLUICE_TAG_BLOCK, "no slot, a BLOCK record");
+    /* Slots out of order (or past the TB) are not described: a BLOCK record, headers kept. */
+    cr_assert_eq(sluice_rec_tag(lift_slots(4, (const unsigned[]){2, 1}, 2)), SLUICE_TAG_BLOCK);
+    cr_assert_eq(sluice_rec_tag(lift_slots(4, (const unsigned[]){4}, 1)), SLUICE_TAG_BLOCK);
+}
+
+Test(ring_blocks, a_tb_left_before_its_last_slot_gets_its_headers_back, .init = setup)
+{
+    const unsigned insn[] = {0, 2, 3};
+    uint64_t hdr = lift_slots(5, insn, 3), id = sluice_block_id(hdr), first;
+
+    tb_start(hdr);
+    first = pos_of(slot.block_at);
+    slot_load(0x5000); /* instruction 0 */
+    slot_load(0x5008); /* instruction 2; instruction 3's load faults */
+    ring_tb_exit(ring, PC0 + 12);
+    cr_assert_null(slot.block_at);
+    cr_assert_eq(at(first), sluice_block_hdr(id, 0, 4, 0), "a BLOCK record, up to 3 included");
+    cr_assert_eq(at(first + 8), sluice_mem_hdr(PC0, 3, 0));
+    cr_assert_eq(at(first + 16), 0x5000);
+    cr_assert_eq(at(first + 24), 0x5001);
+    cr_assert_eq(at(first + 32), sluice_mem_hdr(PC0 + 8, 3, 0));
+    cr_assert_eq(at(first + 40), 0x5008);
+    cr_assert_eq(at(first + 48), 0x5009);
+    cr_assert_eq(pos_of(slot.cursor), first + 56, "the cursor moved past the headers");
+}
+
+Test(ring_blocks, a_tb_left_after_its_slots_keeps_its_record, .init = setup)
+{
+    const unsigned insn[] = {1};
+    uint64_t hdr = lift_slots(5, insn, 1), id = sluice_block_id(hdr), first;
+
+    tb_start(hdr);
+    first = pos_of(slot.block_at);
+    slot_load(0x6000);
+    store(3); /* a helper's record, with its header, then instruction 3 faults */
+    ring_tb_exit(ring, PC0 + 12);
+    cr_assert_eq(at(first), (sluice_block_slots_hdr(id, 5) & ~(0x3ffull << 46)) | 4ull << 46,
+                 "still BLOCK_SLOTS, to 4");
+    cr_assert_eq(sluice_block_to(at(first)), 4);
+    cr_assert_eq(at(first + 8), 0x6000, "the slot record stays as it was");
+    cr_assert_eq(pos_of(slot.cursor), first + 8 + 16 + 24);
+}
+
+Test(ring_blocks, a_block_with_slots_is_cut_after_them, .init = setup)
+{
+    const unsigned insn[] = {0, 1};
+    uint64_t hdr = lift_slots(4, insn, 2), id = sluice_block_id(hdr), first, second;
+
+    /* Records up to near the first boundary, then the TB: its slots, then a helper's stores. */
+    while (pos_of(slot.cursor) + 24 <= SLUICE_CHUNK_BYTES - 256) {
+        slot.cursor[0] = sluice_mem_hdr(PC0, 3, 0);
+        slot.cursor += 3;
+    }
+    ring_publish_all(ring);
+    tb_start(hdr);
+    first = pos_of(slot.block_at);
+    slot_load(0x7000);
+    slot_load(0x7008);
+    while (pos_of(slot.cursor) < SLUICE_CHUNK_BYTES + 64) {
+        store(2);
+    }
+    second = pos_of(slot.block_at);
+    cr_assert_eq(second, SLUICE_CHUNK_BYTES);
+    cr_assert_eq(sluice_rec_tag(at(first)), SLUICE_TAG_BLOCK_SLOTS, "the first part keeps them");
+    /* The helper's first store reserved before writing: the last record is instruction 1's. */
+    cr_assert_eq(sluice_block_to(at(first)), 2, "up to the last slot's instruction, included");
+    cr_assert_eq(at(first + 8), 0x7000);
+    cr_assert_eq(at(first + 24), 0x7008);
+    cr_assert_eq(at(second), sluice_block_hdr(id, 1, 4, 1), "the rest: a BLOCK record, cont");
 }

@@ -660,7 +660,7 @@ Test(session, new_rejects_bad_arguments)
     close(sv[1]);
 }
 
-/* --- block-encoded records (format 4) ------------------------------------------ */
+/* --- block-encoded records (format 4 and up) ------------------------------------------ */
 
 #define BLK_DESCS 16
 #define BLK_ITERS 20000
