@@ -9,12 +9,16 @@
  * its position every CHUNK bytes (release store); one consumer thread waits
  * for it (spinning: this measures bandwidth, not idling), sums the words and
  * gives the space back. Also measured: one core reading a buffer much
- * larger than the caches, and writing one (memset), for scale.
+ * larger than the caches, and writing one (memset), for scale; and the
+ * floor of a per-event callback API: one core calling a function through
+ * a pointer once per PC of a 512-PC block (pcsum's fold, h = h*K + pc, and
+ * a plain count), as the consumer's `exec` path does at the least.
  *
  * Usage: ringbw [GIB] (default 4 GiB streamed). Output, one line each:
  *   ring <ring bytes> <GB/s> <G words/s>
  *   read <GB/s>
  *   memset <GB/s>
+ *   call fold|count <G calls/s>
  * Never run it beside other measurements: it keeps both cores busy.
  */
 #include <pthread.h>
@@ -107,6 +111,44 @@ static double ring_run(uint64_t bytes, uint64_t total)
     return t;
 }
 
+static uint64_t call_h, call_n;
+
+/* pcsum's exec callback, in shape: the fold of tool_pcsum.c. */
+__attribute__((noinline)) static int call_fold(void *user, const void *t, uint64_t pc, void *item)
+{
+    (void)user, (void)t, (void)item;
+    call_h = call_h * 0x100000001b3ull + pc;
+    call_n++;
+    return 0;
+}
+
+__attribute__((noinline)) static int call_count(void *user, const void *t, uint64_t pc, void *item)
+{
+    (void)user, (void)t, (void)item, (void)pc;
+    call_n++;
+    return 0;
+}
+
+/* G calls/s of @p fn (through a pointer the compiler cannot see through), 2^30 calls. */
+static double call_rate(int (*volatile fn)(void *, const void *, uint64_t, void *))
+{
+    int (*f)(void *, const void *, uint64_t, void *) = fn;
+    uint64_t pcs[512];
+    double t;
+
+    for (unsigned i = 0; i < 512; i++) {
+        pcs[i] = 0x400000 + 4 * i;
+    }
+    t = now();
+    for (unsigned r = 0; r < (1u << 21); r++) {
+        for (unsigned i = 0; i < 512; i++) {
+            f(NULL, NULL, pcs[i], NULL);
+        }
+    }
+    t = now() - t;
+    return (double)(1u << 30) / t / 1e9;
+}
+
 int main(int argc, char **argv)
 {
     uint64_t gib = argc > 1 ? strtoull(argv[1], NULL, 0) : 4;
@@ -146,5 +188,7 @@ int main(int argc, char **argv)
     t = now() - t;
     printf("memset %.2f\n", (double)(bytes / big * big) / t / 1e9);
     free(buf);
+    printf("call fold %.3f\n", call_rate(call_fold));
+    printf("call count %.3f\n", call_rate(call_count));
     return sum == 42; /* keep the read loop */
 }
