@@ -82,6 +82,7 @@ struct block {
     unsigned n_slots;       /**< how many follow the record (as checked) */
     unsigned slot;          /**< the next one to decode */
     unsigned loads, stores; /**< loads and stores among them (as checked) */
+    unsigned slot_words;    /**< words of their records (as checked) */
     size_t slot_end;        /**< the word after them, in the chunk */
 };
 
@@ -105,6 +106,7 @@ static inline void block__slots_of(struct block *b, const struct block_seen *see
         b->n_slots = seen->n_slots;
         b->loads = seen->loads;
         b->stores = seen->stores;
+        b->slot_words = seen->slot_words;
     } else {
         b->n_slots = 0;
     }

@@ -429,12 +429,6 @@ static void bad_pc(struct decoder *d, size_t i, uint64_t hdr)
              sluice_rec_payload(hdr), b->id, b->next, b->end, b->n);
 }
 
-/* Words of the current block's slot records, as its descriptor was checked. */
-static size_t block__slot_words(const struct decoder *d)
-{
-    return block__seen(d->view, d->blk.id)->slot_words;
-}
-
 /*
  * The BLOCK or BLOCK_SLOTS record @p hdr at word @p i of @p nw: make it the current block,
  * with room for its events in the item area, or, past the area's bound,
@@ -467,7 +461,7 @@ static int block_begin(struct decoder *d, size_t i, size_t nw, uint64_t hdr)
     }
     d->blk.slot_end = i + 1;
     if (d->blk.n_slots) {
-        d->blk.slot_end += block__slot_words(d);
+        d->blk.slot_end += d->blk.slot_words;
         if (d->blk.slot_end > nw) {
             bad_record(c, i, hdr, CHUNK_BAD_CROSSING);
             return -1;
@@ -573,7 +567,7 @@ static uint64_t decode_count(struct chunk *c)
             } else {
                 insns += blk.next < blk.end ? block__count(&blk, blk.next, blk.end) : 0;
                 if (blk.n_slots) {
-                    end += block__seen(view, blk.id)->slot_words;
+                    end += blk.slot_words;
                     c->counts.loads += blk.loads;
                     c->counts.stores += blk.stores;
                     records += blk.n_slots;

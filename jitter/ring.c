@@ -303,20 +303,6 @@ static void pad_to_boundary(struct ring *r, uint64_t room, uint64_t need)
     ring_publish(r);
 }
 
-/* Words of the slot records after a BLOCK_SLOTS header @p hdr (0 after a BLOCK one). */
-static uint64_t slot_words(uint64_t hdr)
-{
-    const uint64_t *pcs;
-    unsigned n, k;
-    const uint16_t *slot = blocks_slots(sluice_block_id(hdr), &n, &pcs);
-    uint64_t words = 0;
-
-    for (k = 0; sluice_rec_tag(hdr) == SLUICE_TAG_BLOCK_SLOTS && k < n; k++) {
-        words += sluice_slot_record_words(slot[k]);
-    }
-    return words;
-}
-
 /*
  * Where the block in flight has got: one past the instruction of its last
  * record, or the block's start if none yet; *@p mid: that instruction
@@ -334,7 +320,9 @@ static unsigned block_progress(const struct ring *r, uint64_t hdr, int *mid)
     int j, seen = 0;
 
     if (sluice_rec_tag(hdr) == SLUICE_TAG_BLOCK_SLOTS && n > 0) {
-        w += slot_words(hdr);
+        for (unsigned k = 0; k < n; k++) {
+            w += sluice_slot_record_words(slot[k]); /* past the slot records */
+        }
         pc = pcs[sluice_slot_insn(slot[n - 1])];
         seen = 1;
     }
