@@ -163,7 +163,9 @@ struct sluice_jitter_ops {
     /** vCPU, the thread is exiting (exit(2), not the last thread): publish and close its ring. */
     void (*thread_exit)(struct sluice_thread_slot *slot);
     /** Exclusive, the process exits (exit_group, last exit, fatal signal): publish and close all
-     * rings. */
+     * rings. QEMU holds the exclusive section until the process is gone, so no vCPU runs
+     * translated code again; a thread outside it that would write a record after this waits
+     * in ring_reserve to be ended with the process. */
     void (*process_exit)(int status);
     /**
      * Exclusive, before a syscall that ends the process if it succeeds:

@@ -5,6 +5,7 @@ read and compare dump traces.
 """
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -62,12 +63,16 @@ def run(cmd, timeout=600, stdin=None, extra_env=None, preexec_fn=None):
     """
     env = guest_env(sluice=any(os.path.basename(c) == "sluice" for c in cmd[:3]))
     env.update(extra_env or {})
+    # A session of its own, so a timeout also ends what cmd started (sluice's QEMU).
+    p = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=env, preexec_fn=preexec_fn, start_new_session=True)
     try:
-        p = subprocess.run(cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           env=env, timeout=timeout, preexec_fn=preexec_fn)
+        out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
         fail("timed out after %ds: %s" % (timeout, " ".join(cmd)))
-    return p.returncode, p.stdout, p.stderr
+    return p.returncode, out, err
 
 
 def cmd_plain(arch, prog, args):

@@ -17,6 +17,8 @@
  *   exec              6 threads bump forever; a 7th sleeps 100 ms, then execs /bin/true
  *   selfkill N        bump N times, then kill(getpid(), SIGKILL)
  *   selfkill-threads  4 threads bump forever; main sleeps 100 ms, then kill(getpid(), SIGKILL)
+ *   exit              6 threads bump forever; main sleeps 100 ms, then exit(0) (exit_group)
+ *   abort             the same, then abort(): the process ends by a fatal signal
  *   wait              4 threads bump forever; main prints "ready" and sleeps forever
  *   closefds N        close 3..1023 one by one, close_range(3, ~0U, 0), dup2(0, fd) and
  *                     close for a few fds in 900..1023, printing the results; then 4
@@ -192,6 +194,17 @@ static int mode_selfkill_threads(void)
     sleep_ms(100);
     kill(getpid(), SIGKILL);
     return 1;
+}
+
+/* exit() or abort() while the other threads are in translated code, not in a syscall. */
+static int mode_exit(int fatal)
+{
+    start_forever(6);
+    sleep_ms(100);
+    if (fatal) {
+        abort();
+    }
+    exit(0);
 }
 
 static int mode_wait(void)
@@ -455,6 +468,9 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "selfkill-threads") == 0) {
         map_counters(argv[2], 4);
         return mode_selfkill_threads();
+    } else if (strcmp(mode, "exit") == 0 || strcmp(mode, "abort") == 0) {
+        map_counters(argv[2], 6);
+        return mode_exit(strcmp(mode, "abort") == 0);
     } else if (strcmp(mode, "wait") == 0) {
         map_counters(argv[2], 4);
         return mode_wait();
