@@ -46,9 +46,11 @@
  * offset from env on every target and host.
  *
  * Translated code appends records at `cursor` and advances it; at every TB
- * start it stores `cursor` at `written` and calls reserve() when
- * `cursor + need > limit`. Between two reserve() calls the producer may
- * write up to `limit` without checking. Inside a TB the cursor may live in
+ * start it stores `cursor` at `written` and, if the TB writes records
+ * inline (need > 0), calls reserve() when `cursor + need > limit`. A TB
+ * that writes none has no check: the helpers that append check for
+ * themselves. Between two reserve() calls the producer may write up to
+ * `limit` without checking. Inside a TB the cursor may live in
  * a host register (a TCG global): it is in the slot whenever a helper or
  * the jitter runs.
  */
@@ -207,7 +209,7 @@ struct sluice_jitter_ops {
     int (*once_hit)(uint64_t pc);
     /**
      * Lift time, once per TB, when it is complete: the word the TB writes
-     * at its start, after its capacity check.
+     * at its start, after its capacity check (if it has one).
      * @return a BLOCK header word (record.h): the TB's EXEC records are
      *         dropped and block_at names the word; a BLOCK_SLOTS one: the
      *         headers of its n_slots slot records are dropped as well;
