@@ -206,22 +206,6 @@ static void hide_sluice_env(void)
     }
 }
 
-/* See SLUICE_FDS_TOP: done here, while the process has one thread. */
-static void grow_fd_table(int fd)
-{
-    struct rlimit rl;
-    long top = SLUICE_FDS_TOP;
-    int high;
-
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)top) {
-        top = (long)rl.rlim_cur;
-    }
-    high = fcntl(fd, F_DUPFD_CLOEXEC, (int)top - 1);
-    if (high >= 0) {
-        close(high);
-    }
-}
-
 static void child(const char *qemu, const char *jitter, const char *prog, char *const args[],
                   int consumer_fd, const struct sigaction *old_int,
                   const struct sigaction *old_quit)
@@ -234,7 +218,6 @@ static void child(const char *qemu, const char *jitter, const char *prog, char *
     sigaction(SIGQUIT, old_quit, NULL);
     /* The one descriptor QEMU must inherit; all of ours are close-on-exec. */
     fcntl(consumer_fd, F_SETFD, flags & ~FD_CLOEXEC);
-    grow_fd_table(consumer_fd);
     hide_sluice_env();
     while (args[n]) {
         n++;

@@ -14,15 +14,12 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "sluice/ctl.h"
-
 /*
- * Highest number we place a descriptor at (SLUICE_FDS_TOP), whatever
- * RLIMIT_NOFILE says: a descriptor near a limit of 2^20 would make the
- * kernel grow the process's descriptor table to that size (and copy it at
- * every fork).
+ * Highest number we place a descriptor at, whatever RLIMIT_NOFILE says: a
+ * descriptor near a limit of 2^20 would make the kernel grow the process's
+ * descriptor table to that size (and copy it at every fork).
  */
-#define FDS_TOP SLUICE_FDS_TOP
+#define FDS_TOP 4096
 /* How far below the top we look for a free number before giving up. */
 #define FDS_SEARCH 256
 
@@ -42,16 +39,11 @@ static int dup_high(int fd)
         top = (long)rl.rlim_cur;
     }
     for (n = top - 1; n >= 3 && n >= top - FDS_SEARCH; n--) {
-        if (fcntl((int)n, F_GETFD) >= 0 || errno != EBADF) {
-            continue; /* taken */
-        }
         high = fcntl(fd, F_DUPFD_CLOEXEC, (int)n);
-        if (high >= 0 && high < top) {
-            return high; /* n, unless another thread took it meanwhile */
-        }
         if (high >= 0) {
-            close(high); /* above the top: it would grow the table */
-        } else if (errno != EMFILE && errno != EINVAL) {
+            return high; /* the lowest free >= n: the highest free, going down */
+        }
+        if (errno != EMFILE && errno != EINVAL) {
             return -1;
         }
     }

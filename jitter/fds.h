@@ -5,8 +5,7 @@
  *
  * The guest and the jitter share one descriptor table (QEMU's). The
  * jitter's few descriptors (the ring arena, consumer sockets) sit at the
- * top of the guest's range, below min(SLUICE_FDS_TOP, RLIMIT_NOFILE) (see
- * ctl.h for why never above), so the guest's own open() returns what
+ * top of the guest's RLIMIT_NOFILE, so the guest's own open() returns what
  * it would untraced; QEMU asks fds_next() before a guest syscall that names
  * a descriptor and makes it fail as for one that is not open, and calls
  * fds_claim() before a dup2/dup3 onto one of ours, which then moves.

@@ -95,18 +95,6 @@ struct sluice_ctl_msg {
 #define SLUICE_RING_BYTES_MAX (1ull << 30)
 
 /**
- * The jitter puts its descriptors at the highest free numbers below
- * min(SLUICE_FDS_TOP, RLIMIT_NOFILE's soft limit), out of the guest's way.
- * The first one grows QEMU's descriptor table to that size, and the kernel
- * (fs/file.c: expand_fdtable) waits for an RCU grace period when it grows the
- * table of a process with more than one thread, as QEMU is by then: 10 to 20
- * ms here. A launcher that grows its child's table before exec (a duplicate
- * at that number, closed again: a table never shrinks, exec keeps it) spares
- * QEMU the wait. `sluice run` does.
- */
-#define SLUICE_FDS_TOP 4096
-
-/**
  * Parse a ring size given in bytes (decimal, or hex with 0x), a decimal
  * number may end in K, M or G (KiB, MiB, GiB: "16M"). NULL or "" means
  * SLUICE_RING_BYTES_DEFAULT.
