@@ -54,6 +54,10 @@ char *jitter_arg_format(const struct jitter_arg *a)
     if (a->encoding) {
         put(f, SLUICE_OPT_ENCODING, a->encoding);
     }
+    if (a->wait_attach) {
+        snprintf(num, sizeof(num), "%u", a->wait_attach);
+        put(f, SLUICE_OPT_WAIT_ATTACH, num);
+    }
     if (fclose(f) != 0) {
         free(out);
         return NULL;

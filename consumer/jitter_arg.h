@@ -24,6 +24,7 @@ struct jitter_arg {
     const char *const *sets; /**< its --set values, "NAME=VALUE" */
     size_t n_sets;
     const char *encoding; /**< SLUICE_OPT_ENCODING's value, or NULL for the jitter's default */
+    unsigned wait_attach; /**< SLUICE_OPT_WAIT_ATTACH: consumers to await (0: none) */
 };
 
 /**

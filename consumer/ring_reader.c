@@ -237,6 +237,11 @@ int64_t ring_reader__avail(struct ring_reader *r)
     return (int64_t)(head - r->pos);
 }
 
+uint64_t ring_reader__head(const struct ring_reader *r)
+{
+    return head_of(r);
+}
+
 int ring_reader__closed(const struct ring_reader *r)
 {
     /* Acquire pairs with the producer's release store of flags after its last publish. */

@@ -75,6 +75,9 @@ void ring_reader__close(struct ring_reader *r);
  */
 int64_t ring_reader__avail(struct ring_reader *r);
 
+/** The position the producer has published up to now (acquire load of head; unchecked). */
+uint64_t ring_reader__head(const struct ring_reader *r);
+
 /** Whether the producer has marked the ring closed (acquire: head is then final). */
 int ring_reader__closed(const struct ring_reader *r);
 

@@ -20,6 +20,8 @@
 #include "sluice/consumer.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -65,6 +67,7 @@ struct ring_state {
     struct sluice_counts counts; /* ordering thread adds; read after it stopped */
     uint64_t hdr_lost;           /* hdr->lost once the ring is drained */
     int64_t salvaged;            /* reader thread: -1, or bytes recovered from a dead producer */
+    uint64_t stop;               /* reader thread: after a detach, read up to here (else ~0) */
     struct ring_state *next;
 };
 
@@ -75,6 +78,8 @@ struct sluice_session {
     int lossless;
     int ran;
     int eof;         /* atomic: control socket at EOF, every head is final */
+    int detaching;   /* atomic: sluice_session__detach() was called */
+    int wake[2];     /* pipe: detach writes a byte, the control thread's poll wakes */
     uint64_t events; /* atomic: records decoded */
     struct ring_state *rings, **rings_tail;
     size_t n_rings;
@@ -136,6 +141,7 @@ struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callb
     /* Copy only what the caller's struct version has; the rest stays zero. */
     memcpy(&s->cb, cb, cb->sz < sizeof(s->cb) ? cb->sz : sizeof(s->cb));
     s->fd = ctl_fd;
+    s->wake[0] = s->wake[1] = -1;
     s->lossless = !(opts && opts->lossy);
     s->workers = opts ? opts->workers : 0;
     if (s->workers == 0) {
@@ -147,8 +153,16 @@ struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callb
     pthread_mutex_init(&s->rings_lock, NULL);
     pthread_cond_init(&s->readers_done, NULL);
     block_tables__init(&s->tables);
+    if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+        err = -errno;
+        sluice_session__free(s);
+        errno = -err;
+        return NULL;
+    }
     err = ctl_send_hello(ctl_fd, s->lossless);
-    if (err) {
+    /* A jitter that refused us at connect (another uid) has closed its end
+     * after saying why: sluice_session__run() reads the reason. */
+    if (err && err != -EPIPE && err != -ECONNRESET) {
         sluice_session__free(s);
         errno = -err;
         return NULL;
@@ -381,11 +395,31 @@ static int read_chunk(struct ring_state *r)
     return 0;
 }
 
+/*
+ * Whether a detach stops this ring now: the first time the reader sees
+ * the detach it notes where the producer had published (what was written
+ * before the call is read), and it stops once it got there. Never salvage
+ * then: the producer is alive.
+ */
+static int detached_here(struct ring_state *r)
+{
+    if (!__atomic_load_n(&r->s->detaching, __ATOMIC_ACQUIRE)) {
+        return 0;
+    }
+    if (r->stop == UINT64_MAX) {
+        r->stop = ring_reader__head(&r->rd);
+    }
+    return r->rd.pos >= r->stop;
+}
+
 static void *ring_thread(void *arg)
 {
     struct ring_state *r = arg;
 
     for (;;) {
+        if (detached_here(r)) {
+            break;
+        }
         int64_t avail = ring_reader__avail(&r->rd);
 
         if (avail < 0 || (avail > 0 && read_chunk(r) < 0) ||
@@ -526,6 +560,7 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
         return;
     }
     r->salvaged = -1;
+    r->stop = UINT64_MAX;
     r->released = r->rd.pos; /* nothing taken yet */
     r->s = s;
     copy_name(r->arch, r->rd.hdr->arch, sizeof(r->arch));
@@ -549,8 +584,16 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
 /* Read the WELCOME (or REFUSED). Returns 0 or a negative errno. */
 static int read_welcome(struct sluice_session *s)
 {
+    struct pollfd p[2] = {{.fd = s->fd, .events = POLLIN}, {.fd = s->wake[0], .events = POLLIN}};
     struct sluice_ctl_msg m;
-    int fd, n = ctl_recv(s->fd, &m, &fd);
+    int fd, n;
+
+    while (poll(p, 2, -1) < 0 && errno == EINTR) {
+    }
+    if (__atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE)) {
+        return set_error(s, -EINTR, "detached before the jitter answered");
+    }
+    n = ctl_recv(s->fd, &m, &fd);
 
     if (fd >= 0) {
         close(fd);
@@ -575,8 +618,22 @@ static int read_welcome(struct sluice_session *s)
 static void receive_rings(struct sluice_session *s)
 {
     for (;;) {
+        struct pollfd p[2] = {{.fd = s->fd, .events = POLLIN},
+                              {.fd = s->wake[0], .events = POLLIN}};
         struct sluice_ctl_msg m;
-        int fd, n = ctl_recv(s->fd, &m, &fd);
+        int fd, n;
+
+        if (poll(p, 2, -1) < 0 && errno != EINTR) {
+            set_error(s, -errno, "control socket: poll: %s", strerror(errno));
+            break;
+        }
+        if (__atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE)) {
+            break; /* rings announced from now on are not ours to read */
+        }
+        if (!(p[0].revents)) {
+            continue;
+        }
+        n = ctl_recv(s->fd, &m, &fd);
 
         if (n == 0) {
             break;
@@ -597,8 +654,11 @@ static void receive_rings(struct sluice_session *s)
             set_error(s, -EPROTO, "control socket: RING for tid %u without a descriptor", m.tid);
         }
     }
-    /* Release pairs with ring_ended(): readers that see eof see final heads. */
-    __atomic_store_n(&s->eof, 1, __ATOMIC_RELEASE);
+    /* Release pairs with ring_ended(): readers that see eof see final heads.
+     * Not after a detach: the producers are alive, their heads not final. */
+    if (!__atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&s->eof, 1, __ATOMIC_RELEASE);
+    }
     pthread_mutex_lock(&s->rings_lock);
     for (struct ring_state *r = s->rings; r; r = r->next) {
         if (r->rd.hdr) {
@@ -653,6 +713,10 @@ int sluice_session__run(struct sluice_session *s)
     workq__finish(&s->wq);  /* every chunk decoded and pushed */
     order__finish(&s->ord); /* every chunk delivered and back in the pool */
     chunk_pool__destroy(&s->pool);
+    /* Every span is given back: hang up now, so the jitter frees our slot and
+     * no producer waits for us while the caller reports. */
+    close(s->fd);
+    s->fd = -1;
     /* Only now: the ordering thread wrote r->counts until it stopped. */
     for (r = s->rings; r; r = r->next) {
         r->counts.lost += r->hdr_lost;
@@ -709,6 +773,22 @@ size_t sluice_session__counts(const struct sluice_session *s, struct sluice_coun
     return i;
 }
 
+void sluice_session__detach(struct sluice_session *s)
+{
+    ssize_t unused;
+
+    if (!s || __atomic_exchange_n(&s->detaching, 1, __ATOMIC_ACQ_REL)) {
+        return;
+    }
+    unused = write(s->wake[1], "", 1); /* a full pipe already wakes the poll */
+    (void)unused;
+}
+
+int sluice_session__detached(const struct sluice_session *s)
+{
+    return __atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE);
+}
+
 const char *sluice_session__error(const struct sluice_session *s)
 {
     return s->err;
@@ -729,6 +809,11 @@ void sluice_session__free(struct sluice_session *s)
     }
     if (s->fd >= 0) {
         close(s->fd);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (s->wake[i] >= 0) {
+            close(s->wake[i]);
+        }
     }
     pthread_mutex_destroy(&s->err_lock);
     pthread_mutex_destroy(&s->rings_lock);

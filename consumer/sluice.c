@@ -3,7 +3,9 @@
  * sluice.c — the `sluice` command.
  *
  *   sluice run [--filter F] [--set NAME=VALUE]... [--tool T] [--json] [-o FILE]
- *              [--workers N] -- PROGRAM [ARGS]
+ *              [--workers N] [--wait-attach N] -- PROGRAM [ARGS]
+ *   sluice attach PID [--tool T] [--json] [-o FILE] [--workers N]
+ *   sluice ls [--json]
  *
  * Main thread: parses arguments, finds qemu-<arch> and the jitter, checks
  * what QEMU would fail on (precheck.h), attaches a libsluice session to one
@@ -29,6 +31,7 @@
 #include "launch.h"
 #include "precheck.h"
 #include "sluice/ctl.h"
+#include "sluice/record.h"
 #include "progress.h"
 #include "sluice/consumer.h"
 #include "tools.h"
@@ -45,14 +48,18 @@ struct run_args {
     int json;
     const char *out;
     unsigned workers;
-    char **prog; /* PROGRAM ARGS..., NULL-terminated (argv's tail) */
+    unsigned wait_attach; /* run --wait-attach N */
+    uint32_t pid;         /* attach PID */
+    char **prog;          /* PROGRAM ARGS..., NULL-terminated (argv's tail) */
     struct filter_arg filter;
 };
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: sluice run [--filter F] [--set NAME=VALUE]... [--tool T] [--json]\n"
-               "                  [-o FILE] [--workers N] -- PROGRAM [ARGS...]\n"
+               "                  [-o FILE] [--workers N] [--wait-attach N] -- PROGRAM [ARGS...]\n"
+               "       sluice attach PID [--tool T] [--json] [-o FILE] [--workers N]\n"
+               "       sluice ls [--json]\n"
                "  --filter F   decide what to trace with a BPF filter: F.bpf.o (clang -O2 -g\n"
                "               -target bpf), or F.c, compiled with clang (see filters/)\n"
                "  --set N=V    set the filter's global N (a const volatile knob) to V\n"
@@ -63,6 +70,13 @@ static void usage(FILE *f)
                "  --json       stats or pcsum as one JSON object on one line\n"
                "  -o FILE      write the tool's output to FILE (default: stderr)\n"
                "  --workers N  decoding threads (default: online CPUs)\n"
+               "  --wait-attach N  hold the guest before its first instruction until N more\n"
+               "               consumers attached with `sluice attach` (1 to 16)\n"
+               "attach: run the tool on a traced process (one that `sluice run` or QEMU's\n"
+               "  -jitter started) from now until it ends, or until SIGINT/SIGTERM/SIGHUP\n"
+               "  detach it; the guest waits for it as for `run`'s own tool (lossless)\n"
+               "ls: this user's traced processes, one line each: pid, arch, program, threads,\n"
+               "  consumers (lossless among them), records lost\n"
                "environment: SLUICE_QEMU_DIR (holds bin/qemu-<arch>), SLUICE_JITTER (the jitter\n"
                "  library), SLUICE_RING_BYTES (ring per guest thread: a power of two, 256 KiB to\n"
                "  1 GiB, default 16 MiB), SLUICE_ENCODING (block, the default: one record per\n"
@@ -112,20 +126,38 @@ static const struct tool *find_tool(const char *name)
     return NULL;
 }
 
-/* Parse `run`'s arguments. Returns -1 to go on, else an exit status. */
-static int parse_run(int argc, char **argv, struct run_args *a)
+/* A whole number from @p lo to @p hi in @p v, or -1. */
+static long number(const char *v, long lo, long hi)
 {
+    char *end;
+    long n;
+
+    errno = 0;
+    n = strtol(v, &end, 10);
+    return errno || *end || !*v || n < lo || n > hi ? -1 : n;
+}
+
+/*
+ * Parse the arguments of `run` (@p attach 0: options, then PROGRAM ARGS)
+ * or `attach` (@p attach 1: options and one PID, in any order; no filter:
+ * the process has its own). Returns -1 to go on, else an exit status.
+ */
+static int parse_args(int argc, char **argv, struct run_args *a, int attach)
+{
+    const char *pid = NULL;
     int i;
 
     memset(a, 0, sizeof(*a));
     a->tool = &tool_stats;
     for (i = 2; i < argc; i++) {
         const char *v;
-        char *end;
+        long n;
 
-        if (strcmp(argv[i], "--") == 0 || argv[i][0] != '-') {
+        if (!attach && (strcmp(argv[i], "--") == 0 || argv[i][0] != '-')) {
             i += strcmp(argv[i], "--") == 0;
             break;
+        } else if (attach && argv[i][0] != '-' && !pid) {
+            pid = argv[i];
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 0;
@@ -135,9 +167,9 @@ static int parse_run(int argc, char **argv, struct run_args *a)
             if (!(a->tool = find_tool(v))) {
                 return usage_error("unknown tool '%s'", v);
             }
-        } else if ((v = opt_value(argc, argv, &i, "--filter"))) {
+        } else if (!attach && (v = opt_value(argc, argv, &i, "--filter"))) {
             a->filter.path = v;
-        } else if ((v = opt_value(argc, argv, &i, "--set"))) {
+        } else if (!attach && (v = opt_value(argc, argv, &i, "--set"))) {
             if (a->filter.n_sets == sizeof(a->filter.sets) / sizeof(a->filter.sets[0])) {
                 return usage_error("%s", "at most 64 --set options");
             }
@@ -145,23 +177,34 @@ static int parse_run(int argc, char **argv, struct run_args *a)
         } else if ((v = opt_value(argc, argv, &i, "-o"))) {
             a->out = v;
         } else if ((v = opt_value(argc, argv, &i, "--workers"))) {
-            unsigned long n;
-
-            errno = 0;
-            n = strtoul(v, &end, 10);
-            if (errno || *end || !*v || n == 0 || n > 1024) {
+            if ((n = number(v, 1, 1024)) < 0) {
                 return usage_error("--workers wants a number from 1 to 1024, not '%s'", v);
             }
             a->workers = (unsigned)n;
+        } else if (!attach && (v = opt_value(argc, argv, &i, "--wait-attach"))) {
+            if ((n = number(v, 0, SLUICE_MAX_CONSUMERS - 1)) < 0) {
+                return usage_error("--wait-attach wants a number from 0 to 15, not '%s'", v);
+            }
+            a->wait_attach = (unsigned)n;
         } else {
             return usage_error("unknown or incomplete option '%s'", argv[i]);
         }
     }
-    if (i >= argc) {
-        return usage_error("%s", "run: no PROGRAM given");
-    }
     if (a->json && a->tool == &tool_dump) {
         return usage_error("%s", "--json goes with --tool stats, pcsum or pcsum-batch");
+    }
+    if (attach) {
+        long n = pid ? number(pid, 1, INT32_MAX) : -1;
+
+        if (n < 0) {
+            return usage_error("attach wants the pid of a traced process, not '%s'",
+                               pid ? pid : "nothing");
+        }
+        a->pid = (uint32_t)n;
+        return -1;
+    }
+    if (i >= argc) {
+        return usage_error("%s", "run: no PROGRAM given");
     }
     a->prog = argv + i;
     return -1;
@@ -251,6 +294,7 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
         .sets = a->filter.sets,
         .n_sets = a->filter.n_sets,
         .encoding = p->encoding,
+        .wait_attach = a->wait_attach,
     });
     if (!jarg) {
         fprintf(stderr, "sluice: %s: %s\n", p->jitter,
@@ -321,7 +365,7 @@ static int cmd_run(int argc, char **argv)
     struct sluice_session *s = NULL;
     struct run_paths paths;
     struct run_args a;
-    int rc = parse_run(argc, argv, &a), failed, started, status;
+    int rc = parse_args(argc, argv, &a, 0), failed, started, status;
     double t0;
     pid_t pid;
 
@@ -381,10 +425,135 @@ static int cmd_run(int argc, char **argv)
     launch_exit_like(status, failed);
 }
 
+/* The session `attach` runs, for its signal handler. */
+static struct sluice_session *attached;
+
+static void on_detach_signal(int sig)
+{
+    (void)sig;
+    sluice_session__detach(attached); /* async-signal-safe */
+}
+
+/* One line saying why attaching to @p pid failed (errno @p err). */
+static void attach_failed(uint32_t pid, int err)
+{
+    if (err == ENOENT) {
+        fprintf(stderr, "sluice: attach %u: no traced process %u of this user (no socket)\n", pid,
+                pid);
+    } else if (err == ECONNREFUSED) {
+        fprintf(stderr, "sluice: attach %u: process %u has ended (its socket is stale)\n", pid,
+                pid);
+    } else {
+        fprintf(stderr, "sluice: attach %u: %s\n", pid, strerror(err));
+    }
+}
+
+static int cmd_attach(int argc, char **argv)
+{
+    struct tool_env env = {.out = stderr, .name = "stderr"};
+    struct sluice_callbacks cb = {.sz = sizeof(cb)};
+    struct sluice_consumer_opts opts = {.sz = sizeof(opts)};
+    struct sigaction sa = {.sa_handler = on_detach_signal};
+    struct sluice_counts unused;
+    struct progress prog = {0};
+    struct run_args a;
+    int rc = parse_args(argc, argv, &a, 1), failed;
+    double t0;
+
+    if (rc >= 0) {
+        return rc;
+    }
+    env.json = a.json;
+    if (a.out && !(env.out = fopen(a.out, "we"))) {
+        fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
+        return 2;
+    }
+    env.name = a.out ? a.out : "stderr";
+    opts.workers = a.workers;
+    a.tool->setup(&env, &cb);
+    attached = sluice_session__attach(a.pid, &cb, &opts);
+    if (!attached) {
+        attach_failed(a.pid, errno);
+        if (env.out != stderr) {
+            fclose(env.out);
+        }
+        return 2;
+    }
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    if (isatty(STDERR_FILENO) && env.out != stderr) {
+        progress_start(&prog, attached, 2);
+    }
+    t0 = now();
+    failed = sluice_session__run(attached) != 0;
+    progress_stop(&prog);
+    if (failed && sluice_session__counts(attached, &unused, NULL, NULL, 0) == 0) {
+        /* Refused (another user, a full registry) or gone before WELCOME. */
+        fprintf(stderr, "sluice: attach %u: %s\n", a.pid, sluice_session__error(attached));
+        sluice_session__free(attached);
+        return 2;
+    }
+    if (failed) {
+        fprintf(stderr, "sluice: trace: %s\n", sluice_session__error(attached));
+    }
+    failed |= a.tool->report(&env, attached, now() - t0) != 0;
+    fprintf(stderr, "sluice: %s pid %u after %.2f s\n",
+            sluice_session__detached(attached) ? "detached from" : "traced to the end of", a.pid,
+            now() - t0);
+    if (env.out != stderr && fclose(env.out) != 0) {
+        fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
+        failed = 1;
+    }
+    sluice_session__free(attached);
+    return failed;
+}
+
+static int cmd_ls(int argc, char **argv)
+{
+    struct sluice_process_info p[256];
+    int json = argc == 3 && strcmp(argv[2], "--json") == 0, n, i;
+
+    if (argc > 3 || (argc == 3 && !json)) {
+        return usage_error("%s", "usage: sluice ls [--json]");
+    }
+    n = sluice_process__list(p, sizeof(p) / sizeof(p[0]));
+    if (json) {
+        printf("[");
+    }
+    for (i = 0; i < n && i < (int)(sizeof(p) / sizeof(p[0])); i++) {
+        if (json) {
+            /* arch and comm: printable names; a quote or backslash is replaced. */
+            for (char *c = p[i].comm; *c; c++) {
+                *c = (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) ? '?' : *c;
+            }
+            printf("%s{\"pid\": %u, \"arch\": \"%s\", \"comm\": \"%s\", \"threads\": %u, "
+                   "\"consumers\": %u, \"lossless\": %u, \"waiting\": %u, \"lost\": %llu}",
+                   i ? ", " : "", p[i].pid, p[i].arch, p[i].comm, p[i].threads, p[i].consumers,
+                   p[i].lossless, p[i].waiting, (unsigned long long)p[i].lost);
+        } else {
+            printf("%u %s %s threads=%u consumers=%u lossless=%u lost=%llu%s\n", p[i].pid,
+                   p[i].arch, p[i].comm, p[i].threads, p[i].consumers, p[i].lossless,
+                   (unsigned long long)p[i].lost, p[i].waiting ? " (waiting to start)" : "");
+        }
+    }
+    if (json) {
+        printf("]\n");
+    }
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "run") == 0) {
         return cmd_run(argc, argv);
+    }
+    if (argc >= 2 && strcmp(argv[1], "attach") == 0) {
+        return cmd_attach(argc, argv);
+    }
+    if (argc >= 2 && strcmp(argv[1], "ls") == 0) {
+        return cmd_ls(argc, argv);
     }
     if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
         usage(stdout);

@@ -1,15 +1,27 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * ctl.c — consumer registry and control socket of the jitter.
+ * ctl.c — the jitter's consumer registry and its control thread
+ * (protocol: include/sluice/ctl.h).
  *
- * Threads: ctl_init() on QEMU's main thread before any guest code;
- * ctl_announce() on a vCPU thread starting (slow path); the monitor thread
- * waits for consumer hang-up. Nothing here runs on the fast path, and the
- * monitor thread never touches a ring except to deactivate a dead consumer's
- * slot and wake the producer that may be waiting for it.
+ * A consumer holds one slot, the same index in every ring header of the
+ * process. Slots are FREE, GOING (hung up: being taken out of the rings)
+ * or LIVE (every ring is announced to it). A connection that has not yet
+ * said HELLO or QUERY waits in one of PENDING_MAX entries past the slots
+ * (PENDING), so connections that say nothing never keep a consumer out. Threads: ctl_init() and
+ * ctl_wait_attach() on QEMU's main thread before any guest code; ctl_announce() on a vCPU thread
+ * starting, under the ring-list lock; the fork and exit hooks as jitter_abi.h says; all the rest on
+ * the control thread, which accepts consumers, answers HELLO and QUERY, and notices hang-ups.
+ * Nothing here runs on the fast path; a vCPU waits here only to send a new ring to a consumer that
+ * does not read its socket, for SEND_SECONDS at most, after which that consumer is dropped.
+ *
+ * Lock order: the ring-list lock (jitter.c), then reg.lock, then
+ * fds_lock(). Attaching takes the ring-list lock so that a consumer is
+ * given every ring exactly once: the rings alive when it attaches here,
+ * the later ones by ctl_announce().
  */
 #include "ctl.h"
 #include "arena.h"
+#include "ctl_sock.h"
 #include "fds.h"
 #include "jitter.h"
 
@@ -19,25 +31,60 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sluice/ctl.h>
 
+/* How long a new connection may take to say HELLO or QUERY. */
+#define HELLO_SECONDS 3
+/* How long a send to a consumer that does not read may block. */
+#define SEND_SECONDS 10
+/* The control thread's poll period (a moved descriptor is picked up by then). */
+#define POLL_MS 200
+/* Connections that may wait for their first message at once; more are refused. */
+#define PENDING_MAX 8
+/* Slots, then the entries of pending connections. */
+#define ENTRIES (SLUICE_MAX_CONSUMERS + PENDING_MAX)
+
+enum slot_state { FREE, PENDING, GOING, LIVE };
+
 struct consumer {
-    int fd;       /* connected SOCK_SEQPACKET, close-on-exec, in fds.c; -1 = free */
-    int lossless; /* as asked in HELLO */
+    int fd; /* SOCK_SEQPACKET, registered in fds.c; -1 when FREE */
+    enum slot_state state;
+    int lossless;    /* as asked in HELLO */
+    int via_socket;  /* attached through the socket (counts for wait_attach) */
+    time_t deadline; /* PENDING: HELLO or QUERY by then (CLOCK_MONOTONIC seconds) */
 };
 
-static struct consumer consumers[SLUICE_MAX_CONSUMERS] = {
-    [0 ... SLUICE_MAX_CONSUMERS - 1] = {-1, 0}};
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static char ctl_arch[16];
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t attached; /* signalled when `waiting` drops */
+    struct consumer c[ENTRIES];
+    int listen_fd;    /* registered in fds.c; -1: not listening */
+    unsigned waiting; /* socket consumers still awaited before the guest starts */
+    int said_uid;     /* a peer of another uid was reported once */
+    char arch[16];
+    char comm[16];
+} reg = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .attached = PTHREAD_COND_INITIALIZER,
+    .c = {[0 ... ENTRIES - 1] = {.fd = -1, .state = FREE}},
+    .listen_fd = -1,
+};
 
-static int send_msg(int fd, const struct sluice_ctl_msg *m, int pass_fd)
+static time_t now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec;
+}
+
+static int send_on(int fd, const struct sluice_ctl_msg *m, int pass_fd, int flags)
 {
     char cbuf[CMSG_SPACE(sizeof(int))] = {0};
     struct iovec iov = {(void *)m, sizeof(*m)};
@@ -53,182 +100,570 @@ static int send_msg(int fd, const struct sluice_ctl_msg *m, int pass_fd)
         c->cmsg_len = CMSG_LEN(sizeof(int));
         memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
     }
-    return sendmsg(fd, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(*m) ? 0 : -errno;
+    return sendmsg(fd, &mh, MSG_NOSIGNAL | flags) == (ssize_t)sizeof(*m) ? 0 : -errno;
 }
 
-/* Read the consumer's HELLO (bounded wait) and answer WELCOME or REFUSED. */
-static int handshake(int fd, unsigned slot)
+/*
+ * Send @p m to slot @p i (with the arena attached if @p arena), caller
+ * holding reg.lock. The descriptors' numbers are read and used under
+ * fds_lock() (a guest's dup2 may move them), which is never held while
+ * waiting: a full socket is waited for with poll, SEND_SECONDS at most.
+ */
+static int send_to(unsigned i, const struct sluice_ctl_msg *m, int arena)
 {
-    struct sluice_ctl_msg m = {0}, r = {0};
-    struct timeval tv = {10, 0};
+    time_t until = now_s() + SEND_SECONDS;
+    int fd, err;
+
+    for (;;) {
+        fds_lock();
+        fd = reg.c[i].fd;
+        err = send_on(fd, m, arena ? arena_fd() : -1, MSG_DONTWAIT);
+        fds_unlock();
+        if (err != -EAGAIN || now_s() > until) {
+            return err;
+        }
+        /* Only a wait: if the number moved meanwhile, we try again under the lock. */
+        poll(&(struct pollfd){.fd = fd, .events = POLLOUT}, 1, 100);
+    }
+}
+
+/* Stop sending to slot @p i: its consumer sees its socket end (the control thread reaps it). */
+static void cut_off(unsigned i, int err)
+{
+    fprintf(stderr, "sluice-jitter: consumer in slot %u dropped: cannot send to it (%s)\n", i,
+            strerror(-err));
+    fds_lock();
+    shutdown(reg.c[i].fd, SHUT_RDWR);
+    fds_unlock();
+    reg.c[i].state = GOING;
+}
+
+/*
+ * Open slot @p i of ring @p r for a consumer that starts reading now: its
+ * tail at the last published head (a record boundary), set before the slot
+ * is active so the producer never sees a stale tail. The producer may have
+ * read `active` as 0 just before and then publish one more grant (up to a
+ * chunk boundary) without us: so after activating, a tail further behind
+ * head than a ring less a chunk moves up to head (the consumer has not
+ * been told of the ring yet, so no byte it reads is skipped).
+ */
+static void open_slot(struct ring *r, unsigned i, int lossless)
+{
+    struct sluice_ring_consumer *c = &r->hdr->consumer[i];
+    uint64_t head = __atomic_load_n(&r->hdr->head, __ATOMIC_ACQUIRE), now;
+
+    __atomic_store_n(&c->tail, head, __ATOMIC_RELAXED);
+    c->lossless = (uint32_t)lossless;
+    c->producer_waiting = 0;
+    /* Pairs with free_bytes()'s acquire load of active (jitter/ring.c). */
+    __atomic_store_n(&c->active, 1, __ATOMIC_SEQ_CST);
+    now = __atomic_load_n(&r->hdr->head, __ATOMIC_SEQ_CST);
+    if (now - head > r->size - SLUICE_CHUNK_BYTES) {
+        __atomic_store_n(&c->tail, now, __ATOMIC_SEQ_CST);
+    }
+}
+
+static void close_slot(struct ring *r, unsigned i)
+{
+    __atomic_store_n(&r->hdr->consumer[i].active, 0, __ATOMIC_RELEASE);
+    ring_wake_producer(r, i);
+}
+
+static void ring_msg(const struct ring *r, unsigned slot, struct sluice_ctl_msg *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->type = SLUICE_CTL_RING;
+    m->version = SLUICE_CTL_VERSION;
+    m->pid = r->hdr->pid;
+    m->tid = r->hdr->tid;
+    m->slot = slot;
+    m->ring_bytes = r->size;
+    m->offset = r->offset;
+    snprintf(m->arch, sizeof(m->arch), "%s", reg.arch);
+}
+
+/* Give ring @p r to LIVE slot @p i; caller holds the ring-list lock and reg.lock. */
+static void give_ring(struct ring *r, unsigned i)
+{
+    struct sluice_ctl_msg m;
+    int err;
+
+    open_slot(r, i, reg.c[i].lossless);
+    ring_msg(r, i, &m);
+    err = send_to(i, &m, 1);
+    if (err < 0) {
+        close_slot(r, i);
+        cut_off(i, err);
+    }
+}
+
+void ctl_announce(struct ring *r)
+{
+    unsigned i;
+
+    pthread_mutex_lock(&reg.lock);
+    for (i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
+        if (reg.c[i].state == LIVE) {
+            give_ring(r, i);
+        }
+    }
+    pthread_mutex_unlock(&reg.lock);
+}
+
+/* Release slot @p i (its descriptor closed); caller holds reg.lock. */
+static void release(unsigned i)
+{
+    fds_drop(&reg.c[i].fd);
+    close(reg.c[i].fd);
+    reg.c[i] = (struct consumer){.fd = -1, .state = FREE};
+}
+
+static void refuse(int fd, const char *why)
+{
+    struct sluice_ctl_msg r = {.type = SLUICE_CTL_REFUSED, .version = SLUICE_CTL_VERSION};
+    char drop[sizeof(r)];
+
+    r.pid = (uint32_t)getpid();
+    snprintf(r.arch, sizeof(r.arch), "%s", reg.arch);
+    snprintf(r.error, sizeof(r.error), "%s", why);
+    (void)send_on(fd, &r, -1, MSG_DONTWAIT);
+    /* Read what the peer sent already: a socket closed with unread data
+     * resets the peer, which would then never read why it was refused. */
+    while (recv(fd, drop, sizeof(drop), MSG_DONTWAIT) > 0) {
+    }
+}
+
+static void ring_closer(struct ring *r, void *arg)
+{
+    close_slot(r, (unsigned)(uintptr_t)arg);
+}
+
+/* The consumer in slot @p i hung up (or died): no ring waits for it any more, the slot is free. */
+static void gone(unsigned i)
+{
+    pthread_mutex_lock(&reg.lock);
+    reg.c[i].state = GOING; /* no new ring goes to it; the slot is not yet reusable */
+    pthread_mutex_unlock(&reg.lock);
+    jitter_for_each_ring(ring_closer, (void *)(uintptr_t)i);
+    pthread_mutex_lock(&reg.lock);
+    release(i);
+    pthread_mutex_unlock(&reg.lock);
+}
+
+/*
+ * A free slot for the pending connection in entry @p p, which moves
+ * there (its descriptor's registration with it); caller holds reg.lock.
+ * @return the slot, or -1 if all are taken.
+ */
+static int take_slot(unsigned p)
+{
+    unsigned i;
+
+    for (i = 0; i < SLUICE_MAX_CONSUMERS && reg.c[i].state != FREE; i++) {
+    }
+    if (i == SLUICE_MAX_CONSUMERS) {
+        return -1;
+    }
+    if (i != p) {
+        reg.c[i] = reg.c[p];
+        fds_move(&reg.c[p].fd, &reg.c[i].fd);
+        reg.c[p] = (struct consumer){.fd = -1, .state = FREE};
+    }
+    return (int)i;
+}
+
+/* HELLO from the connection in slot @p i: WELCOME, then every ring alive now, then LIVE. */
+static void attach(unsigned i, const struct sluice_ctl_msg *hello)
+{
+    struct sluice_ctl_msg w = {.type = SLUICE_CTL_WELCOME, .version = SLUICE_CTL_VERSION};
+    struct ring *r;
+    int err;
+
+    w.pid = (uint32_t)getpid();
+    w.slot = i;
+    snprintf(w.arch, sizeof(w.arch), "%s", reg.arch);
+    jitter_rings_lock();
+    pthread_mutex_lock(&reg.lock);
+    reg.c[i].lossless = hello->lossless != 0;
+    err = send_to(i, &w, 0);
+    if (err < 0) {
+        cut_off(i, err);
+    } else {
+        reg.c[i].state = LIVE;
+        for (r = jitter_rings(); r && reg.c[i].state == LIVE; r = r->next) {
+            give_ring(r, i);
+        }
+    }
+    if (reg.c[i].state == LIVE && reg.c[i].via_socket && reg.waiting > 0) {
+        reg.waiting--;
+        pthread_cond_broadcast(&reg.attached);
+    }
+    pthread_mutex_unlock(&reg.lock);
+    jitter_rings_unlock();
+}
+
+static void count_ring(struct ring *r, void *arg)
+{
+    struct sluice_ctl_msg *m = arg;
+
+    m->threads++;
+    m->lost += __atomic_load_n(&r->hdr->lost, __ATOMIC_RELAXED);
+}
+
+/* QUERY from pending entry @p i: answer INFO, then forget the connection. */
+static void describe(unsigned i)
+{
+    struct sluice_ctl_msg m = {.type = SLUICE_CTL_INFO, .version = SLUICE_CTL_VERSION};
+    unsigned k;
+
+    m.pid = (uint32_t)getpid();
+    snprintf(m.arch, sizeof(m.arch), "%s", reg.arch);
+    snprintf(m.comm, sizeof(m.comm), "%s", reg.comm);
+    jitter_for_each_ring(count_ring, &m);
+    pthread_mutex_lock(&reg.lock);
+    for (k = 0; k < SLUICE_MAX_CONSUMERS; k++) {
+        m.consumers += reg.c[k].state == LIVE;
+        m.lossless_consumers += reg.c[k].state == LIVE && reg.c[k].lossless;
+    }
+    m.waiting = reg.waiting;
+    (void)send_to(i, &m, 0);
+    release(i);
+    pthread_mutex_unlock(&reg.lock);
+}
+
+/* The first message of pending entry @p i (read from @p fd, still ours): act on it. */
+static void first_message(unsigned i, int fd)
+{
+    struct sluice_ctl_msg m;
+    ssize_t n = -1;
+    char why[96];
+
+    fds_lock();
+    if (reg.c[i].fd == fd) { /* else it moved: the next round polls its new number */
+        n = recv(fd, &m, sizeof(m), MSG_DONTWAIT | MSG_TRUNC);
+    }
+    fds_unlock();
+    if (n < 0) {
+        return; /* nothing yet (EAGAIN), or moved; a dead peer shows as a hang-up */
+    }
+    if (n == (ssize_t)sizeof(m) && m.version == SLUICE_CTL_VERSION && m.type == SLUICE_CTL_HELLO) {
+        int slot;
+
+        pthread_mutex_lock(&reg.lock);
+        slot = take_slot(i);
+        pthread_mutex_unlock(&reg.lock);
+        if (slot >= 0) {
+            attach((unsigned)slot, &m);
+            return;
+        }
+        snprintf(why, sizeof(why), "%d consumers are attached already, the most there may be",
+                 SLUICE_MAX_CONSUMERS);
+    } else if (n == (ssize_t)sizeof(m) && m.version == SLUICE_CTL_VERSION &&
+               m.type == SLUICE_CTL_QUERY) {
+        describe(i);
+        return;
+    } else if (n == (ssize_t)sizeof(m) && m.version != SLUICE_CTL_VERSION) {
+        snprintf(why, sizeof(why), "control protocol %u, jitter speaks %u", m.version,
+                 SLUICE_CTL_VERSION);
+    } else if (n == (ssize_t)sizeof(m)) {
+        snprintf(why, sizeof(why), "message type %u where HELLO or QUERY was due", m.type);
+    } else {
+        snprintf(why, sizeof(why), "a %zd-byte message, not %zu", n, sizeof(m));
+    }
+    pthread_mutex_lock(&reg.lock);
+    if (n > 0) {
+        fds_lock();
+        refuse(reg.c[i].fd, why);
+        fds_unlock();
+    }
+    release(i);
+    pthread_mutex_unlock(&reg.lock);
+}
+
+/* A connection on the listening socket: a pending entry, or refused. */
+static void accept_one(void)
+{
+    uint32_t uid;
+    int fd, lfd;
+    unsigned i;
+
+    fds_lock();
+    lfd = reg.listen_fd;
+    fd = lfd >= 0 ? ctl_sock_accept(lfd, &uid) : -1;
+    fds_unlock();
+    if (fd < 0) {
+        return;
+    }
+    if (uid != (uint32_t)geteuid()) {
+        if (!reg.said_uid) {
+            fprintf(stderr,
+                    "sluice-jitter: refused a consumer of uid %u (this process runs as %u)\n", uid,
+                    (unsigned)geteuid());
+            reg.said_uid = 1;
+        }
+        refuse(fd, "another user's process");
+        close(fd);
+        return;
+    }
+    pthread_mutex_lock(&reg.lock);
+    for (i = SLUICE_MAX_CONSUMERS; i < ENTRIES && reg.c[i].state != FREE; i++) {
+    }
+    if (i == ENTRIES || fds_adopt(fd, &reg.c[i].fd) < 0) {
+        pthread_mutex_unlock(&reg.lock);
+        refuse(fd, "too many connections have not said HELLO yet");
+        close(fd);
+        return;
+    }
+    reg.c[i].state = PENDING;
+    reg.c[i].via_socket = 1;
+    reg.c[i].deadline = now_s() + HELLO_SECONDS;
+    pthread_mutex_unlock(&reg.lock);
+}
+
+/* What the control thread's poll reported for slot @p i, polled as @p fd. */
+static void on_slot(unsigned i, int fd, short revents)
+{
+    char buf[sizeof(struct sluice_ctl_msg)];
+    enum slot_state st;
+    int hung_up = 0;
+
+    pthread_mutex_lock(&reg.lock);
+    st = reg.c[i].fd == fd ? reg.c[i].state : FREE; /* moved meanwhile: next round */
+    pthread_mutex_unlock(&reg.lock);
+    if (st == PENDING && (revents & POLLIN)) {
+        first_message(i, fd);
+        return;
+    }
+    if (st == FREE) {
+        return;
+    }
+    fds_lock();
+    if (reg.c[i].fd == fd) {
+        /* A LIVE consumer says nothing after HELLO: whatever it sends is dropped. */
+        hung_up = (revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) ||
+                  ((revents & POLLIN) && recv(fd, buf, sizeof(buf), MSG_DONTWAIT) == 0);
+    }
+    fds_unlock();
+    if (hung_up && st == PENDING) {
+        pthread_mutex_lock(&reg.lock);
+        release(i);
+        pthread_mutex_unlock(&reg.lock);
+    } else if (hung_up) {
+        gone(i);
+    }
+}
+
+/* Pending connections past their time are refused. */
+static void expire(void)
+{
+    time_t t = now_s();
+    unsigned i;
+
+    pthread_mutex_lock(&reg.lock);
+    for (i = SLUICE_MAX_CONSUMERS; i < ENTRIES; i++) {
+        if (reg.c[i].state == PENDING && t > reg.c[i].deadline) {
+            fds_lock();
+            refuse(reg.c[i].fd, "no HELLO or QUERY in time");
+            fds_unlock();
+            release(i);
+        }
+    }
+    pthread_mutex_unlock(&reg.lock);
+}
+
+/* The control thread: the listening socket and every consumer's. */
+static void *control(void *arg)
+{
+    struct pollfd p[1 + ENTRIES];
+    int slot_of[1 + ENTRIES];
+
+    (void)arg;
+    for (;;) {
+        nfds_t n = 0, k;
+
+        pthread_mutex_lock(&reg.lock);
+        fds_lock();
+        if (reg.listen_fd >= 0) {
+            p[n] = (struct pollfd){.fd = reg.listen_fd, .events = POLLIN};
+            slot_of[n++] = -1;
+        }
+        for (unsigned i = 0; i < ENTRIES; i++) {
+            if (reg.c[i].state != FREE) { /* GOING too: its hang-up reaps it */
+                p[n] = (struct pollfd){.fd = reg.c[i].fd, .events = POLLIN | POLLRDHUP};
+                slot_of[n++] = (int)i;
+            }
+        }
+        fds_unlock();
+        pthread_mutex_unlock(&reg.lock);
+        if (poll(p, n, POLL_MS) > 0) {
+            for (k = 0; k < n; k++) {
+                if (p[k].revents && slot_of[k] < 0) {
+                    accept_one();
+                } else if (p[k].revents) {
+                    on_slot((unsigned)slot_of[k], p[k].fd, p[k].revents);
+                }
+            }
+        }
+        expire();
+    }
+    return NULL;
+}
+
+/* Start the control thread with every signal blocked: signals are the guest's, via QEMU. */
+static int start_control(void)
+{
+    sigset_t all, old;
+    pthread_t t;
+    int err;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    err = pthread_create(&t, NULL, control, NULL);
+    if (err == 0) {
+        pthread_detach(t);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return -err;
+}
+
+/* Listen on this process's socket; a failure is said once and leaves consumer_fd the only way. */
+static void listen_here(void)
+{
+    char why[256];
+    int fd = ctl_sock_listen(why, sizeof(why));
+
+    if (fd < 0) {
+        fprintf(stderr, "sluice-jitter: consumers cannot attach at run time: %s\n", why);
+        return;
+    }
+    if (fds_adopt(fd, &reg.listen_fd) < 0) {
+        ctl_sock_unlink();
+        close(fd);
+    }
+}
+
+/* Read the HELLO `sluice run` sent on the inherited socket (bounded wait). */
+static int inherited_hello(unsigned i)
+{
+    struct sluice_ctl_msg m = {0};
+    struct timeval tv = {SEND_SECONDS, 0};
     ssize_t n;
 
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    n = recv(fd, &m, sizeof(m), 0);
+    setsockopt(reg.c[i].fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    n = recv(reg.c[i].fd, &m, sizeof(m), 0);
     tv.tv_sec = 0;
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(reg.c[i].fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     if (n != (ssize_t)sizeof(m) || m.type != SLUICE_CTL_HELLO) {
         fprintf(stderr, "sluice-jitter: consumer sent no HELLO (%s)\n",
                 n < 0 ? strerror(errno) : "short or wrong message");
         return -EPROTO;
     }
-    r.version = SLUICE_CTL_VERSION;
-    r.pid = (uint32_t)getpid();
-    snprintf(r.arch, sizeof(r.arch), "%s", ctl_arch);
     if (m.version != SLUICE_CTL_VERSION) {
-        r.type = SLUICE_CTL_REFUSED;
-        snprintf(r.error, sizeof(r.error), "control protocol %u, jitter speaks %u", m.version,
+        char why[96];
+
+        snprintf(why, sizeof(why), "control protocol %u, jitter speaks %u", m.version,
                  SLUICE_CTL_VERSION);
-        send_msg(fd, &r, -1);
-        fprintf(stderr, "sluice-jitter: consumer refused: %s\n", r.error);
+        refuse(reg.c[i].fd, why);
+        fprintf(stderr, "sluice-jitter: consumer refused: %s\n", why);
         return -EPROTO;
     }
-    r.type = SLUICE_CTL_WELCOME;
-    r.slot = slot;
-    consumers[slot].lossless = m.lossless != 0;
-    return send_msg(fd, &r, -1);
-}
-
-static void deactivate(struct ring *r, void *arg)
-{
-    unsigned slot = (unsigned)(uintptr_t)arg;
-
-    __atomic_store_n(&r->hdr->consumer[slot].active, 0, __ATOMIC_RELEASE);
-    ring_wake_producer(r, slot);
-}
-
-/* A consumer hung up (or died): stop waiting for it, free its slot. */
-static void consumer_gone(unsigned slot)
-{
-    pthread_mutex_lock(&lock);
-    fds_drop(&consumers[slot].fd);
-    close(consumers[slot].fd);
-    consumers[slot].fd = -1;
-    pthread_mutex_unlock(&lock);
-    jitter_for_each_ring(deactivate, (void *)(uintptr_t)slot);
-}
-
-/* The consumer's socket number now (a guest's dup2 onto it moves it). */
-static int consumer_fd(unsigned slot)
-{
-    int fd;
-
-    fds_lock();
-    fd = consumers[slot].fd;
-    fds_unlock();
-    return fd;
-}
-
-/*
- * Monitor thread: wait for the consumer's hang-up. It sends nothing after
- * HELLO. The poll times out now and then so a moved socket is picked up;
- * what it reports is acted on only if the number is still ours.
- */
-static void *monitor(void *arg)
-{
-    unsigned slot = (unsigned)(uintptr_t)arg;
-    char buf[sizeof(struct sluice_ctl_msg)];
-    int gone = 0;
-
-    while (!gone) {
-        struct pollfd p = {.fd = consumer_fd(slot), .events = POLLIN | POLLRDHUP};
-        int n = poll(&p, 1, 500);
-
-        if (n <= 0) {
-            continue;
-        }
-        fds_lock();
-        if (p.fd == consumers[slot].fd) {
-            gone = (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) ||
-                   ((p.revents & POLLIN) && recv(p.fd, buf, sizeof(buf), MSG_DONTWAIT) == 0);
-        }
-        fds_unlock();
-    }
-    consumer_gone(slot);
-    return NULL;
-}
-
-/* Start the monitor with every signal blocked: signals are the guest's, via QEMU. */
-static void start_monitor(unsigned slot)
-{
-    sigset_t all, old;
-    pthread_t t;
-
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    if (pthread_create(&t, NULL, monitor, (void *)(uintptr_t)slot) == 0) {
-        pthread_detach(t);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-int ctl_init(const char *arch, int fd)
-{
-    int own, err;
-
-    snprintf(ctl_arch, sizeof(ctl_arch), "%s", arch);
-    if (fd < 0) {
-        return 0;
-    }
-    if (fcntl(fd, F_GETFD) < 0) {
-        fprintf(stderr, "sluice-jitter: consumer_fd=%d is not an open file descriptor\n", fd);
-        return -EBADF;
-    }
-    /* Out of the guest's way (fds.c); the inherited number is closed. */
-    own = fds_adopt(fd, &consumers[0].fd);
-    if (own < 0) {
-        fprintf(stderr, "sluice-jitter: cannot keep the consumer socket: %s\n", strerror(-own));
-        return own;
-    }
-    err = handshake(own, 0);
-    if (err < 0) {
-        fds_drop(&consumers[0].fd);
-        close(own);
-        consumers[0].fd = -1;
-        return err;
-    }
-    start_monitor(0);
+    attach(i, &m);
     return 0;
 }
 
-void ctl_announce(struct ring *r)
+int ctl_init(const char *arch, const char *comm, int fd, int listen, unsigned wait_attach)
 {
-    struct sluice_ctl_msg m = {0};
-    unsigned i;
+    int own, err;
 
-    m.type = SLUICE_CTL_RING;
-    m.version = SLUICE_CTL_VERSION;
-    m.pid = r->hdr->pid;
-    m.tid = r->hdr->tid;
-    m.ring_bytes = r->size;
-    m.offset = r->offset;
-    snprintf(m.arch, sizeof(m.arch), "%s", ctl_arch);
-    pthread_mutex_lock(&lock);
-    fds_lock(); /* the socket's and the arena's numbers hold still */
-    for (i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
-        if (consumers[i].fd < 0) {
-            continue;
+    snprintf(reg.arch, sizeof(reg.arch), "%s", arch);
+    snprintf(reg.comm, sizeof(reg.comm), "%s", comm);
+    reg.waiting = wait_attach;
+    if (fd >= 0) {
+        if (fcntl(fd, F_GETFD) < 0) {
+            fprintf(stderr, "sluice-jitter: consumer_fd=%d is not an open file descriptor\n", fd);
+            return -EBADF;
         }
-        r->hdr->consumer[i].lossless = (uint32_t)consumers[i].lossless;
-        __atomic_store_n(&r->hdr->consumer[i].active, 1, __ATOMIC_RELEASE);
-        m.slot = i;
-        if (send_msg(consumers[i].fd, &m, arena_fd()) < 0) {
-            /* The consumer is going away; the monitor will notice. */
-            __atomic_store_n(&r->hdr->consumer[i].active, 0, __ATOMIC_RELEASE);
+        /* Out of the guest's way (fds.c); the inherited number is closed. */
+        own = fds_adopt(fd, &reg.c[0].fd);
+        if (own < 0) {
+            fprintf(stderr, "sluice-jitter: cannot keep the consumer socket: %s\n", strerror(-own));
+            return own;
+        }
+        reg.c[0].state = PENDING;
+        err = inherited_hello(0);
+        if (err < 0) {
+            release(0);
+            return err;
         }
     }
-    fds_unlock();
-    pthread_mutex_unlock(&lock);
+    if (listen) {
+        listen_here();
+    }
+    if (reg.listen_fd < 0 && reg.waiting > 0) {
+        fprintf(stderr, "sluice-jitter: wait_attach=%u needs the socket, and there is none\n",
+                reg.waiting);
+        return -EINVAL;
+    }
+    err = start_control();
+    if (err < 0) {
+        fprintf(stderr, "sluice-jitter: cannot start the control thread: %s\n", strerror(-err));
+    }
+    return err;
 }
 
-void ctl_after_fork_child(void)
+void ctl_wait_attach(void)
+{
+    pthread_mutex_lock(&reg.lock);
+    if (reg.waiting > 0) {
+        fprintf(stderr,
+                "sluice-jitter: pid %d waits for %u consumer%s to attach (sluice attach %d)\n",
+                (int)getpid(), reg.waiting, reg.waiting == 1 ? "" : "s", (int)getpid());
+    }
+    while (reg.waiting > 0) {
+        pthread_cond_wait(&reg.attached, &reg.lock);
+    }
+    pthread_mutex_unlock(&reg.lock);
+}
+
+void ctl_fork_prepare(void)
+{
+    pthread_mutex_lock(&reg.lock);
+}
+
+void ctl_fork_parent(void)
+{
+    pthread_mutex_unlock(&reg.lock);
+}
+
+void ctl_fork_child(void)
 {
     unsigned i;
 
-    pthread_mutex_init(&lock, NULL);
-    for (i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
-        if (consumers[i].fd >= 0) {
-            start_monitor(i);
+    pthread_mutex_init(&reg.lock, NULL);
+    pthread_cond_init(&reg.attached, NULL);
+    reg.waiting = 0;
+    /* The parent's connections that had not attached are the parent's to answer. */
+    for (i = SLUICE_MAX_CONSUMERS; i < ENTRIES; i++) {
+        if (reg.c[i].state == PENDING) {
+            release(i);
         }
     }
+    /* Its listening socket too: the child listens on a socket of its own pid. */
+    if (reg.listen_fd >= 0) {
+        fds_drop(&reg.listen_fd);
+        close(reg.listen_fd);
+        reg.listen_fd = -1;
+        listen_here();
+    }
+    if (start_control() < 0) {
+        fprintf(stderr,
+                "sluice-jitter: child %d has no control thread: its consumers' hang-ups "
+                "go unnoticed\n",
+                (int)getpid());
+    }
+}
+
+void ctl_process_exit(void)
+{
+    ctl_sock_unlink();
 }

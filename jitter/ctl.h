@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * ctl.h — the jitter's consumer registry and control socket (protocol: ctl.h
- * in include/sluice).
+ * ctl.h — the jitter's consumer registry and control thread (protocol:
+ * ctl.h in include/sluice).
  *
- * Today one consumer attaches, through the socket inherited from `sluice run`
- * (the jitter's consumer_fd option). The registry is an array of SLUICE_MAX_CONSUMERS
- * slots, matching the per-consumer tail slots of every ring header, so more
- * consumers (and runtime attach/detach) slot in without a format change.
+ * Consumers come through the socket inherited from `sluice run` (the
+ * jitter's consumer_fd option) and, at any time, through the socket this
+ * process listens on (ctl_sock.h). Each holds one of SLUICE_MAX_CONSUMERS
+ * slots, the same index in every ring header of the process.
  */
 #ifndef SLUICE_JITTER_CTL_H
 #define SLUICE_JITTER_CTL_H
@@ -16,15 +16,35 @@
 /**
  * Main thread, at jitter init: attach the consumer on the inherited socket
  * @p fd, if >= 0 (move it out of the guest's way, read its HELLO, answer
- * WELCOME), and start the monitor thread that notices its death.
- * @return 0, or -errno after one line on stderr.
+ * WELCOME); listen on this process's socket if @p listen; start the control
+ * thread. @p arch and @p comm are the process's, for messages.
+ * @p wait_attach consumers are then awaited by ctl_wait_attach().
+ * @return 0, or -errno after one line on stderr (a socket that cannot be
+ *         made is said, and is no error unless @p wait_attach needs it).
  */
-int ctl_init(const char *arch, int fd);
+int ctl_init(const char *arch, const char *comm, int fd, int listen, unsigned wait_attach);
 
-/** vCPU, new ring: enable its consumer slots and send the arena and its offset to each consumer. */
+/** Main thread, after init: return once ctl_init()'s wait_attach consumers attached. */
+void ctl_wait_attach(void);
+
+/**
+ * vCPU, new ring, under the ring-list lock: open its slot of every attached
+ * consumer and send them the arena and its offset.
+ */
 void ctl_announce(struct ring *r);
 
-/** Child after fork: the monitor thread did not survive fork; start a new one. */
-void ctl_after_fork_child(void);
+/** Around fork(2), after the ring-list lock: hold the registry still. */
+void ctl_fork_prepare(void);
+/** Parent after fork(2). */
+void ctl_fork_parent(void);
+/**
+ * Child after fork(2): the attached consumers stay (their sockets are
+ * shared); the child listens on a socket of its own and starts its own
+ * control thread (threads do not survive fork).
+ */
+void ctl_fork_child(void);
+
+/** The process ends (exit, fatal signal): remove its socket file. */
+void ctl_process_exit(void);
 
 #endif /* SLUICE_JITTER_CTL_H */

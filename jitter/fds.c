@@ -75,6 +75,20 @@ int fds_adopt(int fd, int *home)
     return fd;
 }
 
+void fds_move(int *from, int *to)
+{
+    int i;
+
+    pthread_mutex_lock(&fdreg.lock);
+    for (i = 0; i < FDS_MAX; i++) {
+        if (fdreg.home[i] == from) {
+            fdreg.home[i] = to;
+            *to = *from;
+        }
+    }
+    pthread_mutex_unlock(&fdreg.lock);
+}
+
 void fds_drop(int *home)
 {
     int i;

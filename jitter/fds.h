@@ -18,7 +18,7 @@
 #define SLUICE_JITTER_FDS_H
 
 /** Most descriptors the jitter holds at once. */
-#define FDS_MAX 16
+#define FDS_MAX 32 /* the arena, the listening socket, 16 consumers, 8 pending, and room */
 
 /**
  * Move the new descriptor @p fd to a free number at the top of the guest's
@@ -28,6 +28,9 @@
  *         stays as it is, registered nowhere.
  */
 int fds_adopt(int fd, int *home);
+
+/** The descriptor registered at @p from now lives at @p to (its number is copied there). */
+void fds_move(int *from, int *to);
 
 /** Unregister @p home (before its holder closes the descriptor). */
 void fds_drop(int *home);

@@ -36,6 +36,21 @@ static struct {
     int big_endian;
 } J = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+void jitter_rings_lock(void)
+{
+    pthread_mutex_lock(&J.lock);
+}
+
+void jitter_rings_unlock(void)
+{
+    pthread_mutex_unlock(&J.lock);
+}
+
+struct ring *jitter_rings(void)
+{
+    return J.rings;
+}
+
 void jitter_for_each_ring(void (*fn)(struct ring *r, void *arg), void *arg)
 {
     struct ring *r;
@@ -72,7 +87,11 @@ static int j_init(const struct sluice_host_info *info)
     if (lift_init(&o) < 0) {
         return -EINVAL;
     }
-    return ctl_init(J.arch, o.consumer_fd);
+    err = ctl_init(J.arch, J.comm, o.consumer_fd, o.listen, o.wait_attach);
+    if (err == 0) {
+        ctl_wait_attach(); /* before the guest's first instruction */
+    }
+    return err;
 }
 
 static void j_thread_start(struct sluice_thread_slot *slot, uint32_t tid)
@@ -138,6 +157,7 @@ static void j_process_exit(int status)
     lift_report();
     blocks_report();
     jitter_for_each_ring(close_ring, NULL);
+    ctl_process_exit();
 }
 
 static void j_publish_all(void)
@@ -150,6 +170,7 @@ static void j_fork_start(void)
 {
     jitter_for_each_ring(publish_ring, NULL);
     pthread_mutex_lock(&J.lock);
+    ctl_fork_prepare();
 }
 
 /* The child's copy of the parent's rings: unmap them, never write them again. */
@@ -171,6 +192,7 @@ static void j_fork_end(int child, struct sluice_thread_slot *slot, uint32_t tid)
     int err;
 
     if (!child) {
+        ctl_fork_parent();
         pthread_mutex_unlock(&J.lock);
         return;
     }
@@ -189,7 +211,7 @@ static void j_fork_end(int child, struct sluice_thread_slot *slot, uint32_t tid)
                 strerror(-err));
         exit(1);
     }
-    ctl_after_fork_child();
+    ctl_fork_child();
     j_thread_start(slot, tid);
 }
 

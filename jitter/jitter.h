@@ -7,6 +7,13 @@
 
 #include "ring.h"
 
+/** Take the ring list lock (the registry's attach: every ring exactly once). */
+void jitter_rings_lock(void);
+/** Release it. */
+void jitter_rings_unlock(void);
+/** The first ring of the process's list (linked by ring->next); only under the lock. */
+struct ring *jitter_rings(void);
+
 /** Call @p fn on every ring of this process, under the ring list lock. */
 void jitter_for_each_ring(void (*fn)(struct ring *r, void *arg), void *arg);
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include <sluice/ctl.h>
+#include <sluice/record.h>
 
 static int bad(const char *item, const char *why)
 {
@@ -70,6 +71,17 @@ static int set_item(struct jitter_opts *o, const char *key, char *val, const cha
             return bad(item, "want encoding=block or encoding=insn");
         }
         o->per_insn = strcmp(val, "insn") == 0;
+    } else if (strcmp(key, SLUICE_OPT_LISTEN) == 0) {
+        if (strcmp(val, "0") != 0 && strcmp(val, "1") != 0) {
+            return bad(item, "want listen=0 or listen=1");
+        }
+        o->listen = val[0] == '1';
+    } else if (strcmp(key, SLUICE_OPT_WAIT_ATTACH) == 0) {
+        long v = strtol(val, &end, 10);
+        if (!*val || *end || v < 0 || v > SLUICE_MAX_CONSUMERS) {
+            return bad(item, "want a number of consumers from 0 to 16");
+        }
+        o->wait_attach = (unsigned)v;
     } else if (strcmp(key, SLUICE_OPT_SET) == 0) {
         char *eq = strchr(val, '=');
         if (!eq || eq == val) {
@@ -93,6 +105,7 @@ int opts_parse(const char *args, struct jitter_opts *o)
 
     memset(o, 0, sizeof(*o));
     o->consumer_fd = -1;
+    o->listen = 1;
     o->ring_bytes = SLUICE_RING_BYTES_DEFAULT;
     if (!copy) {
         return -ENOMEM;

@@ -27,6 +27,8 @@ struct jitter_opts {
     struct filter_set sets[OPTS_MAX_SETS]; /**< its --set values, in order */
     size_t n_sets;
     int per_insn; /**< encoding=insn: EXEC records only, no block table */
+    int listen;   /**< listen=0: no socket for consumers to attach at run time (default 1) */
+    unsigned wait_attach; /**< consumers to await on the socket before the guest starts */
 };
 
 /**

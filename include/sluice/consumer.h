@@ -163,6 +163,69 @@ struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callb
                                            const struct sluice_consumer_opts *opts);
 
 /**
+ * Attach to the traced process @p pid at run time, through the socket it
+ * listens on (sluice/ctl.h: `$XDG_RUNTIME_DIR/sluice/<pid>.sock`, else
+ * `/tmp/sluice-<uid>/<pid>.sock`; both are tried). As
+ * sluice_session__new() otherwise: the WELCOME (or the jitter's refusal,
+ * e.g. of a peer of another uid) is read by sluice_session__run(). The
+ * stream of each guest thread starts where its producer had last
+ * published when the jitter took us in (a record boundary), so it is a
+ * contiguous part of that thread's whole stream; threads started later,
+ * and processes the guest forks later, come whole. Any thread.
+ * @return a session, or NULL with errno set: ENOENT (no such socket: the
+ *         process is not traced, or runs with listen=0), ECONNREFUSED (its
+ *         socket is stale: the process is gone), or as sluice_session__new().
+ */
+struct sluice_session *sluice_session__attach(uint32_t pid, const struct sluice_callbacks *cb,
+                                              const struct sluice_consumer_opts *opts);
+
+/**
+ * Detach: make sluice_session__run() return once every ring is read up to
+ * where its producer had published when the call was made, and all that
+ * was taken is delivered in order (`trace`, then `thread` with started 0);
+ * the jitter then frees our slot and its producers stop waiting for us.
+ * Rings announced later are not read. Any thread, and async-signal-safe
+ * (it stores a flag and writes one byte to a pipe), so a SIGINT handler
+ * may call it. Calling it again, or after run returned, does nothing.
+ */
+void sluice_session__detach(struct sluice_session *s);
+
+/**
+ * Whether the session ended by sluice_session__detach() rather than by
+ * the end of the trace. Call after sluice_session__run() returned.
+ */
+int sluice_session__detached(const struct sluice_session *s);
+
+/** A traced process, as it describes itself (control message INFO, sluice/ctl.h). */
+struct sluice_process_info {
+    uint32_t pid;       /**< its pid (QEMU's, which is the guest's) */
+    char arch[16];      /**< QEMU target name, NUL-terminated */
+    char comm[16];      /**< guest program name, NUL-terminated */
+    uint32_t threads;   /**< live guest threads */
+    uint32_t consumers; /**< consumers attached */
+    uint32_t lossless;  /**< of which lossless */
+    uint32_t waiting;   /**< consumers it still waits for before it starts (--wait-attach) */
+    uint64_t lost;      /**< records lost so far in its live rings */
+};
+
+/**
+ * Ask traced process @p pid what it is, without attaching. Any thread;
+ * waits 2 s at most for the answer.
+ * @return 0; -ENOENT (no socket), -ECONNREFUSED (stale socket), -ETIMEDOUT
+ *         (no answer), -EACCES (refused: another uid), -EPROTO (a wrong
+ *         answer), or another -errno of connect/send/recv.
+ */
+int sluice_process__query(uint32_t pid, struct sluice_process_info *info);
+
+/**
+ * This user's traced processes that answer, sorted by pid: up to @p max
+ * into @p out. Stale sockets (their process is gone) are removed as they
+ * are found. Any thread; 2 s at most per process that does not answer.
+ * @return how many answered (may exceed @p max).
+ */
+int sluice_process__list(struct sluice_process_info *out, size_t max);
+
+/**
  * Run until the trace ends (every guest process exited or exec'd and every
  * ring is drained). Blocks the calling thread; starts the worker threads and
  * the ordering thread. Not thread-safe: call once per session.

@@ -17,13 +17,26 @@
  *                                          in every process forked from the guest
  *   end of stream: the socket reaches EOF when every guest process that held
  *   it has exited or exec'd (the jitter's end is close-on-exec); by then every
- *   ring's last record is published.
+ *   ring's last record is published. A consumer detaches by closing its end
+ *   (its slot is freed in every ring; the producer no longer waits for it).
+ * Or, to ask without attaching:
+ *   consumer -> jitter  SLUICE_CTL_QUERY
+ *   jitter -> consumer  SLUICE_CTL_INFO    (pid, arch, comm, threads,
+ *                                          consumers, lossless_consumers,
+ *                                          waiting, lost), then it closes
  *
- * `sluice run` hands one end of a socketpair to QEMU, named in the jitter's
- * options (`-jitter PATH,consumer_fd=N,...`, keys SLUICE_OPT_* below; never
- * in the environment, which the guest can read), and sends HELLO before
- * QEMU starts, so the consumer is attached before the first guest
- * instruction.
+ * Two ways in:
+ * - `sluice run` hands one end of a socketpair to QEMU, named in the jitter's
+ *   options (`-jitter PATH,consumer_fd=N,...`, keys SLUICE_OPT_* below; never
+ *   in the environment, which the guest can read), and sends HELLO before
+ *   QEMU starts, so the consumer is attached before the first guest
+ *   instruction.
+ * - Any process of the same user connects to the socket every traced guest
+ *   process listens on (sluice_ctl_socket_path()), at any time. A ring it is
+ *   given mid-run starts where the producer had last published (a record
+ *   boundary): its stream of each thread is a contiguous part of the whole.
+ *   A peer of another uid (SO_PEERCRED) gets REFUSED; so does one that
+ *   sends anything else, or nothing within a few seconds.
  *
  * Rings: all rings of one guest process live in one memfd, the process's
  * arena (so the jitter holds a constant number of descriptors whatever the
@@ -36,30 +49,82 @@
 #define SLUICE_CTL_H
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
-/** Version of this protocol; HELLO with another version is refused. 2: RING carries an offset. */
-#define SLUICE_CTL_VERSION 2u
+/**
+ * Version of this protocol; HELLO with another version is refused.
+ * 2: RING carries an offset. 3: attach at run time (QUERY, INFO, and the
+ * fields after `error`).
+ */
+#define SLUICE_CTL_VERSION 3u
 
 enum sluice_ctl_type {
     SLUICE_CTL_HELLO = 1,   /**< consumer -> jitter */
     SLUICE_CTL_WELCOME = 2, /**< jitter -> consumer */
     SLUICE_CTL_RING = 3,    /**< jitter -> consumer, memfd attached */
     SLUICE_CTL_REFUSED = 4, /**< jitter -> consumer, `error` says why */
+    SLUICE_CTL_QUERY = 5,   /**< consumer -> jitter: describe the process, do not attach */
+    SLUICE_CTL_INFO = 6,    /**< jitter -> consumer, the answer to QUERY */
 };
 
 /** Every control message is exactly this struct (fixed size datagram). */
 struct sluice_ctl_msg {
-    uint32_t type;       /**< enum sluice_ctl_type */
-    uint32_t version;    /**< SLUICE_CTL_VERSION */
-    uint32_t pid;        /**< guest process (RING, WELCOME) */
-    uint32_t tid;        /**< guest thread (RING) */
-    uint32_t slot;       /**< consumer slot index in every ring header (WELCOME, RING) */
-    uint32_t lossless;   /**< HELLO: 1 lossless, 0 lossy */
-    uint64_t ring_bytes; /**< RING: data area size in bytes (power of two) */
-    uint64_t offset;     /**< RING: file offset of the ring's header in the arena memfd */
-    char arch[16];       /**< QEMU target name (WELCOME, RING) */
-    char error[96];      /**< REFUSED: reason, NUL-terminated */
+    uint32_t type;               /**< enum sluice_ctl_type */
+    uint32_t version;            /**< SLUICE_CTL_VERSION */
+    uint32_t pid;                /**< guest process (RING, WELCOME) */
+    uint32_t tid;                /**< guest thread (RING) */
+    uint32_t slot;               /**< consumer slot index in every ring header (WELCOME, RING) */
+    uint32_t lossless;           /**< HELLO: 1 lossless, 0 lossy */
+    uint64_t ring_bytes;         /**< RING: data area size in bytes (power of two) */
+    uint64_t offset;             /**< RING: file offset of the ring's header in the arena memfd */
+    char arch[16];               /**< QEMU target name (WELCOME, RING) */
+    char error[96];              /**< REFUSED: reason, NUL-terminated */
+    char comm[16];               /**< INFO: guest program name, NUL-terminated */
+    uint32_t threads;            /**< INFO: live guest threads (rings) of the process */
+    uint32_t consumers;          /**< INFO: consumers attached */
+    uint32_t lossless_consumers; /**< INFO: of which lossless */
+    uint32_t waiting; /**< INFO: consumers the process still waits for before it starts */
+    uint64_t lost;    /**< INFO: records lost in the live rings so far */
 };
+
+/**
+ * Directory of this user's control sockets: `$XDG_RUNTIME_DIR/sluice` if
+ * @p xdg and XDG_RUNTIME_DIR is an absolute path, else `/tmp/sluice-<uid>`
+ * (uid: the real uid). The jitter creates it with mode 0700 and listens on
+ * `<dir>/<pid>.sock`, choosing with @p xdg = 1 from QEMU's environment; a
+ * consumer whose environment may differ looks in both.
+ * @param[out] buf  the path, NUL-terminated
+ * @param      size bytes at @p buf
+ * @param      xdg  1: XDG_RUNTIME_DIR's place when it is set; 0: the /tmp place
+ * @return 0, or -1 if the path does not fit in @p size bytes.
+ */
+static inline int sluice_ctl_dir(char *buf, size_t size, int xdg)
+{
+    const char *run = xdg ? getenv("XDG_RUNTIME_DIR") : NULL;
+    int n;
+
+    if (run && run[0] == '/') {
+        n = snprintf(buf, size, "%s/sluice", run);
+    } else {
+        n = snprintf(buf, size, "/tmp/sluice-%u", (unsigned)getuid());
+    }
+    return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
+/**
+ * Path of process @p pid's control socket in directory @p dir (from
+ * sluice_ctl_dir()): `<dir>/<pid>.sock`.
+ * @param[out] buf  the path, NUL-terminated (a sockaddr_un's sun_path holds 108 bytes)
+ * @return 0, or -1 if it does not fit in @p size bytes.
+ */
+static inline int sluice_ctl_socket_path(char *buf, size_t size, const char *dir, uint32_t pid)
+{
+    int n = snprintf(buf, size, "%s/%u.sock", dir, (unsigned)pid);
+
+    return n < 0 || (size_t)n >= size ? -1 : 0;
+}
 
 /*
  * The jitter's options, after its path: `-jitter PATH,key=value,...`; a ','
@@ -67,6 +132,13 @@ struct sluice_ctl_msg {
  */
 /** Option: an inherited, connected consumer socket descriptor. */
 #define SLUICE_OPT_CONSUMER_FD "consumer_fd"
+/**
+ * Option: hold the guest before its first instruction until this many
+ * consumers have attached through the socket (`sluice run --wait-attach N`).
+ */
+#define SLUICE_OPT_WAIT_ATTACH "wait_attach"
+/** Option: "0" to listen on no socket (only consumer_fd can attach); default 1. */
+#define SLUICE_OPT_LISTEN "listen"
 /** Option: ring data bytes per guest thread (see sluice_ring_bytes_parse()). */
 #define SLUICE_OPT_RING_BYTES "ring_bytes"
 /** Option: path of the filter object (ELF, BPF) to load; absent = trace everything. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /**
  * @file record.h
- * @brief sluice trace records, the shared ring layout and the block table (format version 5).
+ * @brief sluice trace records, the shared ring layout and the block table (format version 6).
  *
  * This header is shared by the QEMU patch (which emits records inline), the
  * jitter (which owns the rings) and the consumer library (which reads them).
@@ -125,7 +125,7 @@
 #include <stdint.h>
 
 /** Format version of records, ring header and block table; bumped on any change. */
-#define SLUICE_FORMAT_VERSION 5u
+#define SLUICE_FORMAT_VERSION 6u
 /** `magic` of a ring header: "SLUICERG" as little-endian bytes. */
 #define SLUICE_RING_MAGIC 0x4752454349554c53ull
 
@@ -359,8 +359,8 @@ static inline uint64_t sluice_block_desc_words(uint64_t w0)
 
 /** Bytes of the ring header; the data area starts at this file offset. */
 #define SLUICE_RING_HDR_BYTES 4096u
-/** Consumer slots per ring (one consumer per slot). */
-#define SLUICE_MAX_CONSUMERS 8
+/** Consumer slots per ring, one consumer each (16 since format 6: consumers attach at run time). */
+#define SLUICE_MAX_CONSUMERS 16
 /** Ring header flag: the producer thread has exited; no more records. */
 #define SLUICE_RING_CLOSED 1u
 

@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * attach.c — finding traced processes: connect to one's control socket
+ * (sluice_session__attach), ask one what it is (sluice_process__query),
+ * list this user's (sluice_process__list).
+ *
+ * Any thread; nothing here touches a session's state. A socket whose
+ * process is gone (ECONNREFUSED: killed, or exec'd) is stale and removed
+ * from our private directory when listing; a process that does not answer
+ * a QUERY within QUERY_MS is skipped, never waited for.
+ */
+#include "sluice/consumer.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "ctl_io.h"
+#include "sluice/ctl.h"
+
+/* How long a traced process may take to answer QUERY. */
+#define QUERY_MS 2000
+
+/* Connect to @p path; the fd, or -errno. */
+static int connect_path(const char *path)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    int fd, err;
+
+    if (strlen(path) >= sizeof(a.sun_path)) {
+        return -ENAMETOOLONG;
+    }
+    strcpy(a.sun_path, path);
+    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return -errno;
+    }
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+        err = -errno;
+        close(fd);
+        return err;
+    }
+    return fd;
+}
+
+/* Connect to @p pid's socket, in the XDG place first, then the /tmp one. */
+static int connect_pid(uint32_t pid)
+{
+    char dir[108], path[108];
+    int xdg, fd = -ENOENT, err;
+
+    for (xdg = 1; xdg >= 0; xdg--) {
+        if (sluice_ctl_dir(dir, sizeof(dir), xdg) < 0 ||
+            sluice_ctl_socket_path(path, sizeof(path), dir, pid) < 0) {
+            continue;
+        }
+        err = connect_path(path);
+        if (err >= 0) {
+            return err;
+        }
+        if (fd == -ENOENT) {
+            fd = err; /* the most telling error: refused beats missing */
+        }
+    }
+    return fd;
+}
+
+struct sluice_session *sluice_session__attach(uint32_t pid, const struct sluice_callbacks *cb,
+                                              const struct sluice_consumer_opts *opts)
+{
+    int fd = connect_pid(pid);
+
+    if (fd < 0) {
+        errno = -fd;
+        return NULL;
+    }
+    return sluice_session__new(fd, cb, opts);
+}
+
+/* Send QUERY on @p fd and read INFO into @p info; 0 or -errno. Closes @p fd. */
+static int query_fd(int fd, struct sluice_process_info *info)
+{
+    struct sluice_ctl_msg m = {.type = SLUICE_CTL_QUERY, .version = SLUICE_CTL_VERSION};
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int ring_fd = -1, n = -ETIMEDOUT;
+
+    if (send(fd, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m)) {
+        n = -errno;
+    } else if (poll(&p, 1, QUERY_MS) == 1) {
+        n = ctl_recv(fd, &m, &ring_fd);
+    }
+    close(fd);
+    if (ring_fd >= 0) {
+        close(ring_fd);
+    }
+    if (n <= 0) {
+        return n == 0 ? -EPROTO : n;
+    }
+    if (m.type != SLUICE_CTL_INFO || m.version != SLUICE_CTL_VERSION) {
+        return m.type == SLUICE_CTL_REFUSED ? -EACCES : -EPROTO;
+    }
+    memset(info, 0, sizeof(*info));
+    info->pid = m.pid;
+    memcpy(info->arch, m.arch, sizeof(info->arch) - 1);
+    memcpy(info->comm, m.comm, sizeof(info->comm) - 1);
+    info->threads = m.threads;
+    info->consumers = m.consumers;
+    info->lossless = m.lossless_consumers;
+    info->waiting = m.waiting;
+    info->lost = m.lost;
+    return 0;
+}
+
+int sluice_process__query(uint32_t pid, struct sluice_process_info *info)
+{
+    int fd = connect_pid(pid);
+
+    return fd < 0 ? fd : query_fd(fd, info);
+}
+
+static int by_pid(const void *a, const void *b)
+{
+    const struct sluice_process_info *x = a, *y = b;
+
+    return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/* Whether @p pid is in @p list[0..n) already (both directories may name it). */
+static int listed(const struct sluice_process_info *list, size_t n, uint32_t pid)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (list[i].pid == pid) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Query the sockets of directory @p dir into @p out (from index *n, at most @p max). */
+static size_t list_dir(const char *dir, struct sluice_process_info *out, size_t max, size_t n)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+
+    while (d && (e = readdir(d)) != NULL) {
+        char path[108], *end;
+        struct sluice_process_info info;
+        unsigned long pid = strtoul(e->d_name, &end, 10);
+        int fd;
+
+        if (end == e->d_name || strcmp(end, ".sock") != 0 || pid == 0 || pid > UINT32_MAX ||
+            sluice_ctl_socket_path(path, sizeof(path), dir, (uint32_t)pid) < 0 ||
+            listed(out, n < max ? n : max, (uint32_t)pid)) {
+            continue;
+        }
+        fd = connect_path(path);
+        if (fd == -ECONNREFUSED) {
+            (void)unlink(path); /* stale: nobody listens there any more */
+        }
+        if (fd < 0 || query_fd(fd, &info) < 0) {
+            continue;
+        }
+        if (n < max) {
+            out[n] = info;
+        }
+        n++;
+    }
+    if (d) {
+        closedir(d);
+    }
+    return n;
+}
+
+int sluice_process__list(struct sluice_process_info *out, size_t max)
+{
+    char xdg_dir[108], tmp_dir[108];
+    size_t n = 0;
+
+    xdg_dir[0] = '\0';
+    if (sluice_ctl_dir(xdg_dir, sizeof(xdg_dir), 1) == 0) {
+        n = list_dir(xdg_dir, out, max, n);
+    }
+    if (sluice_ctl_dir(tmp_dir, sizeof(tmp_dir), 0) == 0 && strcmp(tmp_dir, xdg_dir) != 0) {
+        n = list_dir(tmp_dir, out, max, n);
+    }
+    qsort(out, n < max ? n : max, sizeof(*out), by_pid);
+    return n > INT32_MAX ? INT32_MAX : (int)n;
+}

@@ -1,0 +1,562 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""attach: consumers attached to and detached from a running traced guest.
+
+The guest (tests/guests/attachloop.c, x86_64: 8 threads for a given time and
+short-lived ones) runs under `sluice run --tool stats --json`, the reference
+plugin (tests/plugin/reftrace.c) in the same QEMU; in every case that run must
+exit 0 with an untraced run's stdout and count exactly what the reference does.
+
+  windows  `--wait-attach 1`: the guest waits for a `sluice attach --tool dump`
+           whose dump must equal the reference's; meanwhile 14 workers attach
+           and detach (SIGINT after 20-300 ms) 200-320 times: each exits 0 and
+           each thread's events in each window are contiguous in the reference
+  kill     attaches SIGKILLed mid-handshake and mid-stream are dropped (QUERY)
+  uid      the jitter refuses a peer of another uid (SO_PEERCRED)
+  garbage  malformed datagrams and silent connections are refused or closed;
+           QUERY and `sluice attach` work afterwards
+  ls       `sluice ls [--json]` lists traced guests, not SIGKILLed or exited
+           ones; `sluice attach` of a gone or untraced pid exits 2
+
+windows, kill and uid use a private XDG_RUNTIME_DIR, garbage and ls none.
+
+  attach.py CASE --sluice build/consumer/sluice --plugin build/tests/e2e/libreftrace.so
+            --guests build/tests/e2e [--keep DIR]
+"""
+
+import argparse
+import collections
+import itertools
+import json
+import os
+import random
+import re
+import select
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import common
+
+CTL = struct.Struct("=IIIIIIQQ16s96s16sIIIIQ")  # include/sluice/ctl.h, version 3
+FIELDS = ("type version pid tid slot lossless ring_bytes offset arch error comm threads "
+          "consumers lossless_consumers waiting lost").split()
+HELLO, WELCOME, RING, REFUSED, QUERY, INFO = 1, 2, 3, 4, 5, 6
+NOBODY = 65534
+# 14 workers: 16 consumer slots (record.h) less sluice run's own and the whole-run attach
+WIN_SECONDS, WORKERS, MIN_WINDOWS, MAX_WINDOWS = 20, 14, 200, 320
+PROCS = []
+
+
+def msg(kind, version=3, lossless=0):
+    return CTL.pack(kind, version, 0, 0, 0, lossless, 0, 0, b"", b"", b"", 0, 0, 0, 0, 0)
+
+
+def answer(s, timeout=10):
+    """(what the jitter answered, the message or None)."""
+    s.settimeout(timeout)
+    try:
+        d = s.recv(1 << 17)
+    except TimeoutError:
+        return "no answer in %d s" % timeout, None
+    except OSError as e:
+        return "reset (%s)" % e.strerror, None
+    if len(d) != CTL.size:
+        return "a %d-byte reply" % len(d) if d else "closed", None
+    m = dict(zip(FIELDS, CTL.unpack(d)))
+    for k in ("arch", "error", "comm"):
+        m[k] = m[k].split(b"\0")[0].decode(errors="replace")
+    return ("refused: %s" % m["error"] if m["type"] == REFUSED else "type %d" % m["type"]), m
+
+
+def connect(path):
+    """A connection to path; retried for 10 s while the listen backlog is full (EAGAIN)."""
+    s, end = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET), time.monotonic() + 10
+    s.settimeout(10)
+    while True:
+        try:
+            s.connect(path)
+            return s
+        except BlockingIOError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.01)
+
+
+def query(path):
+    with connect(path) as s:
+        s.send(msg(QUERY))
+        what, m = answer(s)
+    if not m or m["type"] != INFO:
+        common.fail("QUERY to %s: %s, not INFO" % (path, what))
+    return m
+
+
+def start(c, cmd, name, xdg, extra=None, **kw):
+    """Starts cmd in a session of its own, stdout and stderr to files NAME.out, NAME.err."""
+    env = common.guest_env(sluice=True)
+    env.pop("XDG_RUNTIME_DIR", None)
+    env.update(extra or {}, **({"XDG_RUNTIME_DIR": xdg} if xdg else {}))
+    files = [os.path.join(c.tmp, name + s) for s in (".out", ".err")]
+    with open(files[0], "wb") as out, open(files[1], "wb") as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True, **kw)
+    p.name, p.files = name, files
+    PROCS.append(p)
+    return p
+
+
+def finish(p, timeout):
+    """(returncode, stdout, stderr); returncode None if p ran over timeout (then killed)."""
+    try:
+        rc = p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        rc = None
+    return (rc,) + tuple(slurp(f) for f in p.files)
+
+
+def slurp(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def sigint_ready(pid, timeout=20):
+    """Waits until pid catches or blocks SIGINT (so that a SIGINT means: detach, not die)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            st = slurp("/proc/%d/status" % pid)
+        except OSError:
+            return False
+        masks = re.findall(rb"Sig(?:Blk|Cgt):\s*(\w+)", st)
+        if any(int(v, 16) & 1 << signal.SIGINT - 1 for v in masks):
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def descends(pid, ancestor):
+    for _ in range(4):
+        try:
+            pid = int(slurp("/proc/%d/stat" % pid).rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        if pid == ancestor:
+            return True
+    return False
+
+
+def split_dump(path, other=None):
+    """A dump as {tid: b"\\n" + that thread's events, one per line, each ending in "\\n"}.
+
+    Lines that are no event fail, or are appended to the list other.
+    """
+    chunks = collections.defaultdict(list)
+    with open(path, "rb") as f:
+        while lines := f.readlines(1 << 22):
+            per = collections.defaultdict(list)
+            for line in lines:
+                tid, _, ev = line.partition(b" ")
+                if not tid.isdigit() or len(ev) < 2 or not ev.endswith(b"\n"):
+                    if other is None:
+                        common.fail("%s: not a dump line: %r" % (path, line[:200]))
+                    other.append(line)
+                else:
+                    per[tid].append(ev)
+            for tid, evs in per.items():
+                chunks[tid].append(b"".join(evs))
+    return {tid: b"\n" + b"".join(c) for tid, c in chunks.items()}
+
+
+class Ctx:
+    def __init__(self, args, tmp):
+        self.args, self.tmp, self.problems = args, tmp, []
+        self.prog = common.need_file(os.path.join(args.guests, "attachloop-x86_64"),
+                                     "guest attachloop-x86_64")
+        self.xdg = os.path.join(tmp, "xdg")
+        os.makedirs(self.xdg, 0o700, exist_ok=True)
+
+    def path(self, name):
+        return common.fresh(os.path.join(self.tmp, name))
+
+    def check(self, ok, what):
+        if not ok:
+            self.problems.append(what)
+            print("  PROBLEM: " + what)
+        sys.stdout.flush()
+        return ok
+
+    def attach(self, pid, name, xdg, tool="dump", extra=(), **kw):
+        out = self.path(name + "." + tool)
+        return start(self, [self.args.sluice, "attach", str(pid), "--tool", tool, "-o", out]
+                     + list(extra), name, xdg, **kw), out
+
+    def stats_window(self, run, name, seconds):
+        """`sluice attach --tool stats --json` for seconds: (exit, insns or why not, stderr)."""
+        p, out = self.attach(run.pid, name, run.xdg, "stats", ["--json"])
+        sigint_ready(p.pid)
+        time.sleep(seconds)
+        p.send_signal(signal.SIGINT)
+        rc, _, err = finish(p, 60)
+        try:
+            return rc, json.loads(slurp(out))["total"]["insns"], err
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            return rc, "no report (%s)" % e, err
+
+
+class Run:
+    """attachloop SECONDS under `sluice run --tool stats --json`, the plugin (mode) alongside."""
+
+    def __init__(self, c, name, seconds, xdg, mode="count", wait=0):
+        self.c, self.name, self.mode, self.xdg = c, name, mode, xdg
+        self.dir = os.path.join(xdg, "sluice") if xdg else "/tmp/sluice-%d" % os.getuid()
+        self.stats, self.ref = c.path(name + ".json"), c.path(name + ".ref")
+        plugin = {"QEMU_PLUGIN": "%s,out=%s,mode=%s" % (c.args.plugin, self.ref, mode)}
+        self.plain = start(c, common.cmd_plain("x86_64", c.prog, [str(seconds)]), name + "-0", xdg)
+        self.p = start(c, [c.args.sluice, "run"] + (["--wait-attach", str(wait)] if wait else [])
+                       + ["--tool", "stats", "--json", "-o", self.stats, "--", c.prog,
+                          str(seconds)], name, xdg, plugin if mode else None)
+        end = time.monotonic() + 30
+        while time.monotonic() < end and self.p.poll() is None:
+            for f in os.listdir(self.dir) if os.path.isdir(self.dir) else []:
+                if re.fullmatch(r"\d+\.sock", f) and descends(int(f[:-5]), self.p.pid):
+                    self.pid, self.sock = int(f[:-5]), os.path.join(self.dir, f)
+                    st = os.stat(self.dir)
+                    c.check(st.st_mode & 0o777 == 0o700 and st.st_uid == os.getuid(),
+                            "%s: mode %o, owner %d" % (self.dir, st.st_mode & 0o777, st.st_uid))
+                    print("%s: QEMU pid %d, socket %s" % (name, self.pid, self.sock))
+                    return
+            time.sleep(0.02)
+        rc, _, err = finish(self.p, 5)
+        common.fail("%s: no %s/<pid>.sock of sluice run's QEMU (sluice %s, stderr %r)"
+                    % (name, self.dir, rc, err[-400:]))
+
+    def finish(self, timeout, ref_rows=None):
+        c = self.c
+        rc, out, err = finish(self.p, timeout)
+        rc0, out0, _ = finish(self.plain, 60)
+        c.check(rc == 0 and rc0 == 0 and out == out0, "%s: sluice run exit %s stdout %r, untraced "
+                "exit %s stdout %r; stderr %r" % (self.name, rc, out, rc0, out0, err[-600:]))
+        if not self.mode:
+            return
+        if ref_rows is None:  # count mode: "<pid> <tid> insns=N loads=N stores=N"
+            ref_rows = [tuple(int(kv.split(b"=")[1]) for kv in line.split()[2:5])
+                        for line in slurp(self.ref).splitlines()]
+        try:
+            st = json.loads(slurp(self.stats))
+            rows = sorted((t["insns"], t["loads"], t["stores"]) for t in st["threads"])
+            total = tuple(st["total"][k] for k in ("insns", "loads", "stores"))
+            lost = st["total"]["lost"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            return c.check(False, "%s: no stats JSON (%s)" % (self.name, e))
+        want = tuple(map(sum, zip(*ref_rows)))
+        c.check(total == want and rows == sorted(ref_rows) and lost == 0,
+                "%s: stats total %s (%d threads, %d lost), reference %s (%d threads)"
+                % (self.name, total, len(rows), lost, want, len(ref_rows)))
+        print("%s: sluice run exit %s, stats total (insns, loads, stores) %s, reference %s, "
+              "%d threads" % (self.name, rc, total, want, len(rows)))
+
+
+def case_windows(c):
+    run = Run(c, "windows", WIN_SECONDS, c.xdg, mode="dump", wait=1)
+    info = query(run.sock)
+    time.sleep(0.5)
+    size = os.path.getsize(run.ref) if os.path.exists(run.ref) else 0
+    c.check(info["waiting"] and size == 0 and info["pid"] == run.pid, "before the attach: INFO "
+            "%s, the reference dump has %d bytes (the guest ran?)" % (info, size))
+    line = re.search(rb"pid (\d+) waits for 1 consumer.*sluice attach (\d+)", slurp(run.p.files[1]))
+    c.check(line and int(line.group(1)) == run.pid == int(line.group(2)),
+            "--wait-attach 1: stderr has %r, QEMU pid %d" % (line and line.group(0), run.pid))
+    full, full_out = c.attach(run.pid, "full", c.xdg)
+    stop_at = time.monotonic() + WIN_SECONDS - 3
+    lock, seq, results, live = threading.Lock(), itertools.count(), [], [0, 0]
+
+    def worker(rnd):
+        while True:
+            time.sleep(rnd.uniform(0, 0.2))
+            with lock:
+                k = next(seq)
+                if k >= MAX_WINDOWS or time.monotonic() > stop_at:
+                    return
+                live[0] += 1
+                live[1] = max(live)
+            p, out = c.attach(run.pid, "win-%d" % k, c.xdg)
+            ready = sigint_ready(p.pid)
+            time.sleep(rnd.uniform(0.02, 0.3))
+            p.send_signal(signal.SIGINT)
+            rc, _, err = finish(p, 60)
+            with lock:
+                live[0] -= 1
+                results.append((k, rc, ready, err, out))
+
+    threads = [threading.Thread(target=worker, args=(random.Random(n),)) for n in range(WORKERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rc, _, err = finish(full, WIN_SECONDS + 120)
+    c.check(rc == 0, "the waited-for attach: exit %s, stderr %r" % (rc, err[-400:]))
+    ref = split_dump(run.ref)
+    run.finish(120, [(t.count(b"\nEXEC "), t.count(b"\nREAD"), t.count(b"\nWRITE"))
+                     for t in ref.values()])
+    other = []  # lines in the attaches' dumps that are no event
+    got = split_dump(full_out, other) if os.path.exists(full_out) else {}
+    if c.check(got == ref, "the waited-for attach's dump (%d threads) differs from the "
+               "reference (%d threads)" % (len(got), len(ref))):
+        print("waited-for attach: its dump equals the reference: %d threads, %d events"
+              % (len(ref), sum(ref[t].count(b"\n") - 1 for t in ref)))
+    for tid in [t for t in ref if got.get(t) != ref[t]][:2]:
+        e, a = ref[tid][1:-1].split(b"\n"), got.get(tid, b"\n")[1:-1].split(b"\n")
+        common.show_difference("thread %s" % tid.decode(), e, a, common.first_difference(e, a))
+    del got
+    c.check(len(results) >= MIN_WINDOWS, "%d attach windows, want %d" % (len(results), MIN_WINDOWS))
+    bad, nonempty, events = [], 0, 0
+    for k, rc, ready, err, out in sorted(results):
+        if rc != 0 or not os.path.exists(out):
+            bad.append("window %d: exit %s (SIGINT %s), stderr %r"
+                       % (k, rc, "caught" if ready else "not caught", err[-300:]))
+            continue
+        win = split_dump(out, other)
+        nonempty += bool(win)
+        for tid, text in win.items():
+            events += text.count(b"\n") - 1
+            if b"\nLOST " in text or tid not in ref or ref[tid].find(text) < 0:
+                lines, r, lo = text[1:-1].split(b"\n"), ref.get(tid, b"\n"), 0
+                hi = len(lines)
+                while lo < hi:  # the longest prefix that is contiguous in the reference
+                    mid = (lo + hi + 1) // 2
+                    found = r.find(b"\n" + b"\n".join(lines[:mid]) + b"\n") >= 0
+                    lo, hi = (mid, hi) if found else (lo, mid - 1)
+                bad.append("window %d thread %s: %d events, the first %d are contiguous in the "
+                           "reference, then %r" % (k, tid.decode(), len(lines), lo,
+                                                   (lines + [b"<end>"])[lo][:120]))
+    if other:
+        bad.insert(0, "%d lines of the attaches' dumps are no event, e.g. %r"
+                   % (len(other), other[0]))
+    for b in bad[:5] + (["... %d problems in all" % len(bad)] if len(bad) > 5 else []):
+        c.check(False, b)
+    c.check(nonempty * 2 >= len(results), "only %d of %d windows saw events"
+            % (nonempty, len(results)))
+    print("windows: %d attach/detach cycles, at most %d at once, %d saw events (%d events in "
+          "all), %d problems" % (len(results), live[1], nonempty, events, len(bad)))
+
+
+def case_kill(c):
+    run = Run(c, "kill", 10, c.xdg)
+    for k, delay in enumerate((0, 0.05, 0.3, 0.8, 1.5)):
+        p, _ = c.attach(run.pid, "kill-%d" % k, c.xdg)
+        t0, n = time.monotonic(), None
+        while delay and n != 2 and time.monotonic() < t0 + 15:  # attached: then mid-stream
+            n = query(run.sock)["consumers"]
+            time.sleep(0.01)
+        c.check(not delay or n == 2, "attach %d: INFO says %s consumers, not 2" % (k, n))
+        time.sleep(delay)
+        p.kill()
+        rc, _, err = finish(p, 20)
+        c.check(rc == -signal.SIGKILL, "attach %d: %s after SIGKILL, stderr %r" % (k, rc, err))
+        t0, n = time.monotonic(), None
+        while n != 1 and time.monotonic() < t0 + 15:
+            n = query(run.sock)["consumers"]
+            time.sleep(0.05)
+        c.check(n == 1, "15 s after attach %d was killed, INFO says %s consumers, not 1" % (k, n))
+        print("attach %d SIGKILLed after %.2f s: consumers back to %s in %.2f s"
+              % (k, delay, n, time.monotonic() - t0))
+    rc, insns, err = c.stats_window(run, "after", 1.5)
+    c.check(rc == 0 and isinstance(insns, int) and insns > 0, "attach after the kills: exit %s, "
+            "insns %s, stderr %r" % (rc, insns, err[-300:]))
+    print("attach after the kills: exit %s, %s instructions in 1.5 s" % (rc, insns))
+    run.finish(60)
+
+
+def probe(path, kind):
+    """As another uid (case_uid): one message, prints what the jitter answered."""
+    try:
+        s = connect(path)
+    except OSError as e:
+        sys.exit("connect: " + e.strerror)
+    try:  # the jitter may refuse (and close) before this is sent
+        s.send(msg(int(kind), lossless=1))
+    except OSError:
+        pass
+    print(answer(s)[0])
+
+
+def case_uid(c):
+    # What it proves: a process of another uid that can reach the socket (with
+    # CAP_DAC_OVERRIDE through the 0700 directory; or, where the kernel refuses
+    # the ambient capability, through the directories opened to others for the
+    # time of the test) is refused by the jitter, which can only tell it by the
+    # peer's credentials (SO_PEERCRED).
+    if os.getuid() != 0:
+        print("SKIP: uid needs root (to run a process as uid %d)" % NOBODY)
+        sys.exit(77)
+    run = Run(c, "uid", 8, c.xdg)
+    wrap = [shutil.which("setpriv") or "/usr/bin/setpriv", "--reuid=%d" % NOBODY,
+            "--regid=%d" % NOBODY, "--clear-groups", "--inh-caps=+dac_override",
+            "--ambient-caps=+dac_override", "--"]
+    py, kw, modes = ["/usr/bin/python3", "-BEs", os.path.abspath(__file__), "probe"], {}, []
+    py.append(run.sock)
+    rc, out, err = (finish(start(c, wrap + py + [str(HELLO)], "uid-try", c.xdg), 30)
+                    if os.path.exists(wrap[0]) else (None, b"", b"no setpriv"))
+    if rc != 0 or not out:
+        print("setpriv with CAP_DAC_OVERRIDE did not reach the socket (exit %s, %r): opening "
+              "the directories to others instead" % (rc, (out + err)[-200:]))
+        for d in (c.tmp, c.xdg, run.dir, run.sock):
+            modes.append((d, os.stat(d).st_mode & 0o7777))
+            os.chmod(d, 0o666 if d == run.sock else 0o711)
+        wrap, kw = [], {"preexec_fn": lambda: (os.setgroups([]), os.setresgid(*[NOBODY] * 3),
+                                               os.setresuid(*[NOBODY] * 3))}
+    for what, kind in (("HELLO", HELLO), ("QUERY", QUERY)):
+        rc, out, err = finish(start(c, wrap + py + [str(kind)], "uid-" + what, c.xdg, **kw), 30)
+        text = (out + err).decode(errors="replace").strip()
+        c.check(rc == 0 and text == "refused: another user's process",
+                "%s as uid %d: exit %s, %r (want REFUSED, saying why)" % (what, NOBODY, rc, text))
+        print("%s as uid %d: %s" % (what, NOBODY, text))
+    p = start(c, wrap + [c.args.sluice, "attach", str(run.pid), "--tool", "stats"], "uid-attach",
+              c.xdg, **kw)
+    rc, _, err = finish(p, 30)
+    err = err.decode(errors="replace").strip()
+    c.check(rc == 2 and err.endswith("jitter refused the consumer: another user's process"),
+            "sluice attach as uid %d: exit %s, stderr %r (want exit 2 and the jitter's reason)"
+            % (NOBODY, rc, err))
+    print("sluice attach as uid %d: exit %s: %s" % (NOBODY, rc, err[-300:]))
+    for d, mode in reversed(modes):
+        os.chmod(d, mode)
+    run.finish(60)
+
+
+def case_garbage(c):
+    run = Run(c, "garbage", 15, None)
+    hello, rnd = msg(HELLO, lossless=1), random.Random(7)
+    junk = bytes([rnd.randrange(7, 256)]) + rnd.randbytes(CTL.size - 1)  # type not 1..6
+    for what, data in (("a 7-byte datagram", hello[:7]),
+                       ("64 KiB starting with a valid HELLO", hello + bytes(65536 - CTL.size)),
+                       ("HELLO version 99", msg(HELLO, version=99, lossless=1)),
+                       ("unknown type 77", msg(77)), ("RING from a consumer", msg(RING)),
+                       ("random bytes", junk), ("an empty datagram", b"")):
+        with connect(run.sock) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 18)
+            s.send(data)
+            said, m = answer(s)
+        c.check((not m or m["type"] == REFUSED) and not said.startswith("no answer"),
+                "%s: the jitter answered %s" % (what, said))
+        c.check(run.p.poll() is None, "sluice run ended (%s) after %s" % (run.p.returncode, what))
+        print("%s: %s" % (what, said))
+    # More silent connections than consumer slots (16, record.h): the jitter may
+    # refuse the surplus at once, and the others when they have been silent too long.
+    idle, t0 = [connect(run.sock) for _ in range(20)], time.monotonic()
+    with connect(run.sock) as s:
+        s.send(msg(QUERY))
+        print("QUERY with 20 silent connections open: %s" % answer(s)[0])
+    closed = []
+    while idle and time.monotonic() < t0 + 20:
+        for s in select.select(idle, [], [], 0.5)[0]:
+            said, m = answer(s, 0)
+            c.check(not m or m["type"] == REFUSED, "a silent connection got %s" % said)
+            idle.remove(s)
+            s.close()
+            closed.append(time.monotonic() - t0)
+    c.check(not idle, "%d of 20 silent connections still open after 20 s" % len(idle))
+    print("silent connections: %d closed by the jitter, the last after %.1f s"
+          % (len(closed), max(closed, default=0)))
+    info = query(run.sock)
+    c.check(info["pid"] == run.pid and info["arch"] == "x86_64" and info["threads"] >= 1
+            and info["consumers"] >= 1, "INFO %s (guest pid %d)" % (info, run.pid))
+    print("QUERY: %s" % {k: info[k] for k in FIELDS[11:] + ["pid", "arch", "comm"]})
+    rc, insns, err = c.stats_window(run, "attach", 2)
+    c.check(rc == 0 and isinstance(insns, int) and insns > 0, "sluice attach after all that: "
+            "exit %s, insns %s, stderr %r" % (rc, insns, err[-300:]))
+    print("sluice attach after all that: exit %s, %s instructions in 2 s" % (rc, insns))
+    run.finish(60)
+
+
+def ls(c, json_out):
+    """{pid: entry} from `sluice ls --json`, or {pid: line} from `sluice ls`."""
+    rc, out, err = common.run([c.args.sluice, "ls"] + (["--json"] if json_out else []), 60)
+    c.check(rc == 0, "sluice ls: exit %s, stderr %r" % (rc, err))
+    if json_out:
+        try:
+            return {e["pid"]: e for e in json.loads(out)}
+        except (ValueError, KeyError, TypeError) as e:
+            common.fail("sluice ls --json: %s: %r" % (e, out[:500]))
+    lines = {int(line.split()[0]): line for line in out.decode(errors="replace").splitlines()
+             if line[:1].isdigit()}
+    pat = r"(\d+) (\S+) (.*) threads=(\d+) consumers=(\d+) lossless=(\d+) lost=(\d+)"
+    for pid in c.pids & lines.keys():  # only ours: others may be waiting, starting...
+        c.check(re.fullmatch(pat, lines[pid]), "sluice ls: %r is not %s" % (lines[pid], pat))
+    return lines
+
+
+def case_ls(c):
+    os.environ.pop("XDG_RUNTIME_DIR", None)  # common.run's sluice ls: /tmp/sluice-<uid>
+    a, b = Run(c, "ls-killed", 60, None, mode=None), Run(c, "ls-exits", 12, None, mode=None)
+    c.pids = {a.pid, b.pid}
+    time.sleep(1)
+    entries, lines = ls(c, True), ls(c, False)
+    for r in (a, b):
+        e = entries.get(r.pid, {})
+        c.check(e.get("arch") == "x86_64" and e.get("threads", 0) >= 1 and e.get("lost") == 0
+                and e.get("consumers", 0) >= 1 and e.get("lossless", 0) >= 1,
+                "sluice ls --json: pid %d is %s" % (r.pid, e or "not listed"))
+        c.check(r.pid in lines, "sluice ls does not list pid %d" % r.pid)
+        print("listed: %s | %s" % (e, lines.get(r.pid)))
+    os.kill(a.pid, signal.SIGKILL)
+    rc = finish(a.p, 30)[0]
+    stale, entries, lines = os.path.exists(a.sock), ls(c, True), ls(c, False)
+    c.check(a.pid not in entries and a.pid not in lines and b.pid in entries,
+            "after the SIGKILL of %d: sluice ls %s" % (a.pid, list(lines.values())))
+    print("after SIGKILL of %d (sluice %s, socket %s): not listed; %d still is"
+          % (a.pid, rc, "left stale" if stale else "gone", b.pid))
+    for pid, what in ((a.pid, "killed"), (os.getpid(), "untraced")):
+        rc, _, err = common.run([c.args.sluice, "attach", str(pid)], 60)
+        c.check(rc == 2 and len(err.splitlines()) == 1, "sluice attach of a %s pid: exit %s, "
+                "stderr %r" % (what, rc, err))
+        print("sluice attach %d (%s): exit %s: %s" % (pid, what, rc, err.decode().strip()))
+    b.finish(60)
+    c.check(b.pid not in ls(c, True), "sluice ls --json lists %d after it exited" % b.pid)
+    print("after %d exited: not listed" % b.pid)
+    if stale and os.path.exists(a.sock):
+        os.unlink(a.sock)
+
+
+CASES = {"windows": case_windows, "kill": case_kill, "uid": case_uid, "garbage": case_garbage,
+         "ls": case_ls}
+
+
+def main():
+    if sys.argv[1:2] == ["probe"]:
+        return probe(*sys.argv[2:])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--sluice", required=True)
+    ap.add_argument("--plugin", required=True)
+    ap.add_argument("--guests", required=True)
+    ap.add_argument("--keep", help="keep traces and outputs in this directory")
+    args = ap.parse_args()
+    common.qemu_dir()
+    common.need_file(args.sluice, "sluice")
+    common.need_file(args.plugin, "reference plugin (configure meson with -Dqemu_dir)")
+    with tempfile.TemporaryDirectory(prefix="sluice-attach-") as tmp:
+        c = Ctx(args, args.keep or tmp)
+        try:
+            CASES[args.case](c)
+        finally:
+            for p in PROCS:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+    if c.problems:
+        common.fail("attach %s: %d problems: %s" % (args.case, len(c.problems),
+                                                    "; ".join(c.problems)[:2000]))
+    print("attach %s: ok" % args.case)
+
+
+if __name__ == "__main__":
+    main()
