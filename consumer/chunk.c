@@ -37,6 +37,7 @@ static void chunk_free(struct chunk *c)
         pthread_mutex_destroy(&c->slice_lock);
         free(c->items);
         free(c->view);
+        free(c->copy);
         free(c);
     }
 }
@@ -89,6 +90,14 @@ int chunk__reserve(struct chunk *c, size_t n)
     c->items = items;
     c->items_cap = cap;
     return 0;
+}
+
+uint64_t *chunk__copy_area(struct chunk *c)
+{
+    if (!c->copy) {
+        c->copy = malloc(SLUICE_CHUNK_BYTES + 8);
+    }
+    return c->copy;
 }
 
 struct chunk *chunk_pool__get(struct chunk_pool *p)

@@ -91,7 +91,16 @@ struct chunk {
     pthread_mutex_t slice_lock;       /**< guards `slice` */
     pthread_cond_t slice_cond;        /**< signalled when `slice` leaves CHUNK_SLICE_OUT */
     int slice;                        /**< enum chunk_slice */
+    uint64_t *copy; /**< a lossy ring's copy of the span (chunk__copy_area()), or NULL */
+    int copied;     /**< `words` points into `copy`: nothing can overwrite it (no lapped check) */
 };
+
+/**
+ * Room for a copy of one span with a word in front (SLUICE_CHUNK_BYTES + 8
+ * bytes), made at the first call and kept with the chunk. Reader thread.
+ * @return the area, or NULL if out of memory.
+ */
+uint64_t *chunk__copy_area(struct chunk *c);
 
 /** The pool. Fields are private. */
 struct chunk_pool {

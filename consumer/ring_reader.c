@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -296,6 +297,38 @@ void ring_reader__release(struct ring_reader *r, uint64_t end)
         __atomic_fetch_add(&c->tail_futex, 1, __ATOMIC_RELEASE);
         futex(&c->tail_futex, FUTEX_WAKE, INT_MAX, NULL);
     }
+}
+
+int ring_reader__claim(struct ring_reader *r, uint64_t at, uint64_t end)
+{
+    struct sluice_ring_consumer *c = &r->hdr->consumer[r->slot];
+
+    /* Sequentially consistent: the copy's loads come before it, and the
+     * producer's take (lossy.c) is a compare-and-swap of the same word
+     * before it overwrites: if ours wins, the copy was whole. */
+    return __atomic_compare_exchange_n(&c->tail, &at, end, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+int ring_reader__lost(struct ring_reader *r, uint64_t *tail, uint64_t *lost)
+{
+    const struct sluice_ring_consumer *c = &r->hdr->consumer[r->slot];
+
+    for (int k = 0; k < 100000; k++) {
+        /* Acquire pairs with the producer's release store making it even. */
+        uint32_t seq = __atomic_load_n(&c->lost_seq, __ATOMIC_ACQUIRE);
+
+        *tail = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);
+        *lost = __atomic_load_n(&c->lost_events, __ATOMIC_ACQUIRE);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (!(seq & 1) && __atomic_load_n(&c->lost_seq, __ATOMIC_RELAXED) == seq) {
+            return 0;
+        }
+        if (k > 64) {
+            sched_yield(); /* the producer is in the middle of a take */
+        }
+    }
+    return fail(r, EPROTO, "ring of tid %" PRIu32 ": its lost count never holds still (lost_seq)",
+                r->hdr->tid);
 }
 
 void ring_reader__discard(struct ring_reader *r)

@@ -113,6 +113,24 @@ int ring_reader__intact(const struct ring_reader *r, uint64_t at);
 void ring_reader__release(struct ring_reader *r, uint64_t end);
 
 /**
+ * Lossy slots: take the span [@p at, @p end) the caller has copied, by
+ * moving the tail from @p at to @p end (compare-and-swap). It fails if the
+ * producer moved the tail first: it took the span, and counted it lost
+ * (record.h, struct sluice_ring_consumer). Reader thread.
+ * @return 1 taken (the copy is what the producer wrote), 0 not.
+ */
+int ring_reader__claim(struct ring_reader *r, uint64_t at, uint64_t end);
+
+/**
+ * Lossy slots: read the tail and the events the producer took from us
+ * (lost_events) as one consistent pair (lost_seq), so that @p lost counts
+ * exactly the events it took below @p tail. Reader thread.
+ * @return 0, or -EPROTO if no consistent pair came in many tries (a
+ *         producer that keeps lost_seq odd), r->err says so.
+ */
+int ring_reader__lost(struct ring_reader *r, uint64_t *tail, uint64_t *lost);
+
+/**
  * Take and release everything published without reading it (after an
  * error, so a lossless producer is never left waiting on a reader that
  * gave up).

@@ -19,6 +19,7 @@
  */
 #include "sluice/consumer.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -68,6 +69,8 @@ struct ring_state {
     uint64_t hdr_lost;           /* hdr->lost once the ring is drained */
     int64_t salvaged;            /* reader thread: -1, or bytes recovered from a dead producer */
     uint64_t stop;               /* reader thread: after a detach, read up to here (else ~0) */
+    int lossy;                   /* the jitter does not wait for us on this ring (take_lossy) */
+    uint64_t lost_seen;          /* reader thread, lossy: lost_events already put in the stream */
     struct ring_state *next;
 };
 
@@ -320,7 +323,7 @@ static void work(void *ctx, struct chunk *c)
     for (;;) {
         uint64_t n = decode_chunk(c, &s->cb, &r->info);
 
-        if (!ring_reader__intact(&r->rd, c->at)) {
+        if (!c->copied && !ring_reader__intact(&r->rd, c->at)) {
             c->bad = CHUNK_BAD_LAPPED;
             c->partial = 0;
             n = 0;
@@ -371,6 +374,129 @@ static void discard_until_end(struct ring_state *r)
     ring_reader__discard(&r->rd);
 }
 
+/*
+ * Put a LOST record of what the producer took from us since the last one
+ * (lost_events above lost_seen) in @p copy[0], if anything; returns 1 if
+ * it did. Reader thread, lossy rings.
+ */
+static int lost_word(struct ring_state *r, uint64_t *copy, uint64_t lost)
+{
+    uint64_t n = lost - r->lost_seen;
+
+    if (lost <= r->lost_seen) {
+        return 0; /* nothing new (a count that went back is a broken producer's: ignored) */
+    }
+    r->lost_seen = lost;
+    copy[0] = htole64((uint64_t)SLUICE_TAG_LOST << SLUICE_TAG_SHIFT |
+                      (n > SLUICE_PAYLOAD_MASK ? SLUICE_PAYLOAD_MASK : n));
+    return 1;
+}
+
+/*
+ * A lossy ring's next span, into @p c: copied out of the ring, then taken
+ * by moving our tail from its start to its end (ring_reader__claim). If
+ * the producer moved the tail first, it took the span (lossy.c) and we go
+ * on from where it left the tail. What it took since the last span is put
+ * in front of the copy as a LOST record, so the worker delivers it in its
+ * place in the stream: the (tail, lost) pair is read before the claim, and
+ * the claim succeeds only if no take came between.
+ * Returns the span's bytes (0: nothing published), or a negative errno.
+ */
+static ssize_t take_lossy(struct ring_state *r, struct chunk *c)
+{
+    uint64_t *copy = chunk__copy_area(c);
+
+    if (!copy) {
+        return -ENOMEM;
+    }
+    for (int tries = 0;; tries++) {
+        uint64_t tail, lost, at;
+        const uint64_t *words;
+        ssize_t n;
+        int with_lost;
+
+        if (ring_reader__lost(&r->rd, &tail, &lost) < 0) {
+            return -EPROTO;
+        }
+        if (tail > r->rd.pos) {
+            r->rd.pos = tail; /* the producer took what lay before */
+        }
+        n = ring_reader__take(&r->rd, &words, &at);
+        if (n <= 0 || at != tail) {
+            if (n < 0 && tries < 1000) {
+                continue; /* lapped between the two loads: the producer took it, look again */
+            }
+            if (n > 0) {
+                r->rd.pos = at;
+                return set_error(r->s, -EPROTO, "ring of tid %u: tail %llu behind our %llu",
+                                 r->info.tid, (unsigned long long)tail, (unsigned long long)at);
+            }
+            return n;
+        }
+        memcpy(copy + 1, words, (size_t)n);
+        if (!ring_reader__claim(&r->rd, at, at + (uint64_t)n)) {
+            r->rd.pos = at; /* taken by the producer: start again from its tail */
+            continue;
+        }
+        with_lost = lost_word(r, copy, lost);
+        c->words = copy + 1 - with_lost;
+        c->at = at - 8 * (uint64_t)with_lost;
+        c->len = (size_t)n + 8 * (size_t)with_lost;
+        c->copied = 1;
+        return n;
+    }
+}
+
+/* A lossy ring ended: what the producer took after its last span, as a
+ * chunk of one LOST record. Reader thread. */
+static void lost_at_end(struct ring_state *r)
+{
+    struct sluice_session *s = r->s;
+    uint64_t tail, lost;
+    struct chunk *c;
+
+    if (!r->lossy || ring_reader__lost(&r->rd, &tail, &lost) < 0 || lost == r->lost_seen ||
+        !(c = chunk_pool__get(&s->pool)) || !chunk__copy_area(c)) {
+        return;
+    }
+    if (!lost_word(r, c->copy, lost)) {
+        chunk_pool__put(&s->pool, c);
+        return;
+    }
+    c->words = c->copy;
+    c->len = 8;
+    c->at = r->rd.pos - 8;
+    c->copied = 1;
+    c->blocks = r->bt;
+    c->ring = r;
+    c->ord.ring = &r->ord;
+    c->ord.seq = r->seq++;
+    workq__push(&s->wq, c);
+}
+
+/*
+ * Bytes published past our position on a lossy ring: first on from where
+ * the producer left our tail if it took what lay before (a ring behind is
+ * no error then: lossy.c took those bytes before it overwrote them).
+ */
+static int64_t lossy_avail(struct ring_state *r)
+{
+    int64_t avail = -EPROTO;
+
+    for (int tries = 0; tries < 1000 && avail < 0; tries++) {
+        uint64_t tail, lost;
+
+        if (ring_reader__lost(&r->rd, &tail, &lost) < 0) {
+            return -EPROTO;
+        }
+        if (tail > r->rd.pos) {
+            r->rd.pos = tail;
+        }
+        avail = ring_reader__avail(&r->rd);
+    }
+    return avail;
+}
+
 /* Take one span and queue it as a chunk. Returns 0 or a negative errno. */
 static int read_chunk(struct ring_state *r)
 {
@@ -381,12 +507,15 @@ static int read_chunk(struct ring_state *r)
     if (!c) {
         return set_error(s, -ENOMEM, "out of memory for chunks");
     }
-    n = ring_reader__take(&r->rd, &c->words, &c->at);
+    c->copied = 0;
+    n = r->lossy ? take_lossy(r, c) : ring_reader__take(&r->rd, &c->words, &c->at);
     if (n <= 0) {
         chunk_pool__put(&s->pool, c);
         return n < 0 ? set_error(s, (int)n, "%s", r->rd.err) : 0;
     }
-    c->len = (size_t)n;
+    if (!r->lossy) {
+        c->len = (size_t)n;
+    }
     c->blocks = r->bt;
     c->ring = r;
     c->ord.ring = &r->ord;
@@ -420,7 +549,7 @@ static void *ring_thread(void *arg)
         if (detached_here(r)) {
             break;
         }
-        int64_t avail = ring_reader__avail(&r->rd);
+        int64_t avail = r->lossy ? lossy_avail(r) : ring_reader__avail(&r->rd);
 
         if (avail < 0 || (avail > 0 && read_chunk(r) < 0) ||
             __atomic_load_n(&r->failed, __ATOMIC_RELAXED)) {
@@ -431,7 +560,7 @@ static void *ring_thread(void *arg)
             break;
         }
         if (avail == 0) {
-            if (ring_ended(r) && ring_reader__avail(&r->rd) == 0) {
+            if (ring_ended(r) && (r->lossy ? lossy_avail(r) : ring_reader__avail(&r->rd)) == 0) {
                 /* Ended without closing: its process died mid-flight. */
                 if (ring_reader__closed(&r->rd) || r->salvaged >= 0) {
                     break;
@@ -446,6 +575,7 @@ static void *ring_thread(void *arg)
             ring_reader__wait(&r->rd, WAIT_MS);
         }
     }
+    lost_at_end(r);
     r->hdr_lost = __atomic_load_n(&r->rd.hdr->lost, __ATOMIC_ACQUIRE);
     r->end.ring = &r->ord;
     r->end.seq = r->seq;
@@ -561,6 +691,7 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
     }
     r->salvaged = -1;
     r->stop = UINT64_MAX;
+    r->lossy = !s->lossless;
     r->released = r->rd.pos; /* nothing taken yet */
     r->s = s;
     copy_name(r->arch, r->rd.hdr->arch, sizeof(r->arch));

@@ -4,7 +4,7 @@
  *
  *   sluice run [--filter F] [--set NAME=VALUE]... [--tool T] [--json] [-o FILE]
  *              [--workers N] [--wait-attach N] -- PROGRAM [ARGS]
- *   sluice attach PID [--tool T] [--json] [-o FILE] [--workers N]
+ *   sluice attach PID [--tool T] [--json] [-o FILE] [--workers N] [--lossy]
  *   sluice ls [--json]
  *
  * Main thread: parses arguments, finds qemu-<arch> and the jitter, checks
@@ -49,6 +49,7 @@ struct run_args {
     const char *out;
     unsigned workers;
     unsigned wait_attach; /* run --wait-attach N */
+    int lossy;            /* attach --lossy */
     uint32_t pid;         /* attach PID */
     char **prog;          /* PROGRAM ARGS..., NULL-terminated (argv's tail) */
     struct filter_arg filter;
@@ -58,7 +59,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: sluice run [--filter F] [--set NAME=VALUE]... [--tool T] [--json]\n"
                "                  [-o FILE] [--workers N] [--wait-attach N] -- PROGRAM [ARGS...]\n"
-               "       sluice attach PID [--tool T] [--json] [-o FILE] [--workers N]\n"
+               "       sluice attach PID [--tool T] [--json] [-o FILE] [--workers N] [--lossy]\n"
                "       sluice ls [--json]\n"
                "  --filter F   decide what to trace with a BPF filter: F.bpf.o (clang -O2 -g\n"
                "               -target bpf), or F.c, compiled with clang (see filters/)\n"
@@ -74,9 +75,10 @@ static void usage(FILE *f)
                "               consumers attached with `sluice attach` (1 to 16)\n"
                "attach: run the tool on a traced process (one that `sluice run` or QEMU's\n"
                "  -jitter started) from now until it ends, or until SIGINT/SIGTERM/SIGHUP\n"
-               "  detach it; the guest waits for it as for `run`'s own tool (lossless)\n"
+               "  detach it; the guest waits for it as for `run`'s own tool (lossless), or,\n"
+               "  with --lossy, never: what it misses is counted exactly (LOST events)\n"
                "ls: this user's traced processes, one line each: pid, arch, program, threads,\n"
-               "  consumers (lossless among them), records lost\n"
+               "  consumers (lossless among them), events lost by lossy ones\n"
                "environment: SLUICE_QEMU_DIR (holds bin/qemu-<arch>), SLUICE_JITTER (the jitter\n"
                "  library), SLUICE_RING_BYTES (ring per guest thread: a power of two, 256 KiB to\n"
                "  1 GiB, default 16 MiB), SLUICE_ENCODING (block, the default: one record per\n"
@@ -163,6 +165,8 @@ static int parse_args(int argc, char **argv, struct run_args *a, int attach)
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) {
             a->json = 1;
+        } else if (attach && strcmp(argv[i], "--lossy") == 0) {
+            a->lossy = 1;
         } else if ((v = opt_value(argc, argv, &i, "--tool"))) {
             if (!(a->tool = find_tool(v))) {
                 return usage_error("unknown tool '%s'", v);
@@ -470,6 +474,7 @@ static int cmd_attach(int argc, char **argv)
     }
     env.name = a.out ? a.out : "stderr";
     opts.workers = a.workers;
+    opts.lossy = a.lossy;
     a.tool->setup(&env, &cb);
     attached = sluice_session__attach(a.pid, &cb, &opts);
     if (!attached) {

@@ -282,7 +282,7 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
         flush_out();
     }
     if (total.lost) {
-        fprintf(stderr, "sluice: warning: %llu records lost\n", (unsigned long long)total.lost);
+        fprintf(stderr, "sluice: warning: %llu events lost\n", (unsigned long long)total.lost);
     }
     return out.failed ? -1 : 0; /* the failure was reported when it happened */
 }

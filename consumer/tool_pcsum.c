@@ -281,7 +281,7 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     errno = 0; /* a failed write sets it */
     print(env->out, &total, t, n, env->json, seconds);
     if (total.lost) {
-        fprintf(stderr, "sluice: warning: %llu records lost: the sums are not of the whole trace\n",
+        fprintf(stderr, "sluice: warning: %llu events lost: the sums are not of the whole trace\n",
                 (ull)total.lost);
     }
     if (fflush(env->out) != 0 || ferror(env->out)) {

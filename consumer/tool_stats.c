@@ -115,7 +115,7 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     free(c);
     free(t);
     if (total.lost) {
-        fprintf(stderr, "sluice: warning: %llu records lost\n", (ull)total.lost);
+        fprintf(stderr, "sluice: warning: %llu events lost\n", (ull)total.lost);
     }
     /* An unbuffered stderr flushes "successfully" after failed writes: ask ferror too. */
     if (fflush(env->out) != 0 || ferror(env->out)) {

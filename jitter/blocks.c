@@ -279,6 +279,22 @@ const uint16_t *blocks_slots(uint64_t id, unsigned *n_slots, const uint64_t **pc
     return (const uint16_t *)&B.data[id + sluice_block_words((unsigned)(w0 & 0xffff))];
 }
 
+unsigned blocks_recorded(uint64_t id, unsigned from, unsigned to)
+{
+    const uint8_t *flags;
+    unsigned n, j, count = 0;
+
+    if (!B.hdr || id >= __atomic_load_n(&B.used, __ATOMIC_RELAXED)) {
+        return 0;
+    }
+    n = (unsigned)(B.data[id] & 0xffff);
+    flags = (const uint8_t *)&B.data[id + 1 + n];
+    for (j = from; j < to && j < n; j++) {
+        count += (flags[j] & SLUICE_BLOCK_RECORDED) != 0;
+    }
+    return count;
+}
+
 void blocks_report(void)
 {
     if (B.refused) {

@@ -60,6 +60,13 @@ int blocks_index(uint64_t id, unsigned from, unsigned to, uint64_t pc);
  */
 const uint16_t *blocks_slots(uint64_t id, unsigned *n_slots, const uint64_t **pcs);
 
+/**
+ * Exec events of instructions [@p from, @p to) of descriptor @p id: those
+ * it marks recorded (SLUICE_BLOCK_RECORDED), as a consumer counts them;
+ * 0 for no such id. Any thread (the table is append-only).
+ */
+unsigned blocks_recorded(uint64_t id, unsigned from, unsigned to);
+
 /** At process exit: one line on stderr if the table filled up. */
 void blocks_report(void);
 

@@ -155,6 +155,8 @@ static void open_slot(struct ring *r, unsigned i, int lossless)
     __atomic_store_n(&c->tail, head, __ATOMIC_RELAXED);
     c->lossless = (uint32_t)lossless;
     c->producer_waiting = 0;
+    c->lost_events = 0;
+    c->lost_seq = 0;
     /* Pairs with free_bytes()'s acquire load of active (jitter/ring.c). */
     __atomic_store_n(&c->active, 1, __ATOMIC_SEQ_CST);
     now = __atomic_load_n(&r->hdr->head, __ATOMIC_SEQ_CST);
@@ -308,6 +310,13 @@ static void count_ring(struct ring *r, void *arg)
 
     m->threads++;
     m->lost += __atomic_load_n(&r->hdr->lost, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
+        const struct sluice_ring_consumer *c = &r->hdr->consumer[i];
+
+        if (__atomic_load_n(&c->active, __ATOMIC_RELAXED) && !c->lossless) {
+            m->lost += __atomic_load_n(&c->lost_events, __ATOMIC_RELAXED);
+        }
+    }
 }
 
 /* QUERY from pending entry @p i: answer INFO, then forget the connection. */

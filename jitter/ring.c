@@ -18,6 +18,7 @@
 #include "arena.h"
 #include "blocks.h"
 #include "fds.h"
+#include "lossy.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -119,6 +120,7 @@ struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq
     slot->cursor = (uint64_t *)r->data;
     slot->limit = (uint64_t *)(r->data + SLUICE_CHUNK_BYTES - 8); /* up to the first boundary */
     slot->ring = r;
+    r->entered = SLUICE_CHUNK_BYTES; /* the first chunk overwrites nothing */
     return r;
 }
 
@@ -289,6 +291,27 @@ static uint64_t wait_free(struct ring *r, uint64_t need)
     }
 }
 
+/* The ring position of the cursor. */
+static uint64_t cursor_pos(const struct ring *r)
+{
+    return r->head + written(r);
+}
+
+/*
+ * Before the first byte of a chunk is written (here, or by translated code
+ * after the grant we are making): lossy consumers lose what they had not
+ * taken of the chunk a lap back (lossy.c).
+ */
+static void enter_chunk(struct ring *r)
+{
+    uint64_t chunk = cursor_pos(r) & ~(uint64_t)(SLUICE_CHUNK_BYTES - 1);
+
+    if (chunk + SLUICE_CHUNK_BYTES > r->entered) {
+        lossy_take(r, chunk);
+        r->entered = chunk + SLUICE_CHUNK_BYTES;
+    }
+}
+
 /*
  * The next @p need bytes would cross a chunk boundary: fill the @p room
  * bytes up to it with one PAD record (its body is skipped unread) and
@@ -361,6 +384,7 @@ static void cut_block(struct ring *r, uint64_t room, uint64_t need)
     r->slot->block_at = NULL;
     ring_publish(r);
     pad_to_boundary(r, room, need);
+    enter_chunk(r);
     *r->slot->cursor = sluice_block_hdr(id, at, to, mid ? 1 : cont);
     r->slot->block_at = r->slot->cursor++;
 }
@@ -453,6 +477,7 @@ void ring_reserve(struct ring *r, uint64_t need)
         room = SLUICE_CHUNK_BYTES - keep;
     }
     avail = wait_free(r, need + keep) - keep;
+    enter_chunk(r);
     if (avail > room) {
         /* A grant never crosses a boundary: we publish at least once a
          * chunk, and consumers decode chunks in parallel. */

@@ -26,6 +26,7 @@ struct ring {
     struct sluice_thread_slot *slot; /* the vCPU's cursor and limit */
     struct ring *next;               /* the process's list of rings (jitter.c) */
     int final;                       /* closed by ring_close_final: its thread writes no more */
+    uint64_t entered;                /* end of the chunks lossy_take() has cleared for writing */
 };
 
 /**

@@ -108,7 +108,11 @@ cp "$work/src/include/qemu/qemu-plugin.h" "$work/result/include/"
 rm -rf "$out"
 mv "$work/result" "$out"
 touch "$out/.complete"
-# Older builds are stale by definition: keep only this one.
-find "$cache" -maxdepth 1 -name 'qemu-*' -type d ! -path "$out" -exec rm -rf {} + 2>/dev/null || true
+# Older builds: keep the three newest (this one among them), since another
+# checkout, a running test suite or bench may still use one; delete the rest.
+# Builds under way (*.tmp.*) are their own script's.
+find "$cache" -maxdepth 1 -name 'qemu-*' -type d ! -name '*.tmp.*' -printf '%T@ %p\n' |
+    sort -rn | tail -n +4 | cut -d' ' -f2- | xargs -r rm -rf
+
 log "built $out"
 echo "$out"

@@ -88,7 +88,12 @@ struct sluice_callbacks {
     /** Worker thread: one store. */
     int (*write)(void *user, const struct sluice_thread_info *t, const struct sluice_mem *m,
                  void *item);
-    /** Worker thread: @p count records were lost at this point of the stream. */
+    /**
+     * Worker thread: @p count events (executed instructions and memory
+     * accesses, as `exec`, `read` and `write` would have had them) were
+     * lost at this point of the stream: the producer overwrote them before
+     * this lossy consumer took them (sluice_consumer_opts.lossy). Exact.
+     */
     int (*lost)(void *user, const struct sluice_thread_info *t, uint64_t count, void *item);
     /** Ordering thread: the thread's stream starts (@p started 1) or has ended (0). */
     void (*thread)(void *user, const struct sluice_thread_info *t, int started);
@@ -108,7 +113,7 @@ struct sluice_callbacks {
      * Worker thread, instead of `exec` when set (`exec` is then never
      * called): a run of @p n executed instructions (1 <= n <= 1024), their
      * guest PCs at @p pcs in program order. A run never spans another record
-     * (a memory access, lost records, a message), two chunks or two slices of
+     * (a memory access, lost events, a message), two chunks or two slices of
      * a chunk (see "Memory" above), so runs and
      * the other callbacks still come in program order within a chunk; how
      * the instructions are cut into runs is otherwise unspecified. @p pcs is
@@ -134,9 +139,14 @@ struct sluice_callbacks {
 struct sluice_consumer_opts {
     size_t sz;        /**< sizeof(struct sluice_consumer_opts) */
     unsigned workers; /**< worker threads; 0 = number of online CPUs */
-    int lossy; /**< 0 (default): lossless, the guest waits for us. 1: lossy — experimental: the
-                jitter does not yet write LOST records for what it overwrites, so an overrun ends
-                that ring with -EPROTO */
+    /**
+     * 0 (default): lossless, the guest waits for us when a ring is full.
+     * 1: lossy: the guest never waits for us; what its producer overwrites
+     * before we took it reaches the `lost` callback, at its place in the
+     * stream, as an exact count of events. Each span is copied out of the
+     * ring before it is decoded (a lossless session decodes in place).
+     */
+    int lossy;
 };
 
 /** Per-thread and total counters, filled when a session ends. */
@@ -144,7 +154,7 @@ struct sluice_counts {
     uint64_t insns;  /**< exec events: EXEC records, and BLOCK records' recorded instructions */
     uint64_t loads;  /**< MEM records, loads */
     uint64_t stores; /**< MEM records, stores */
-    uint64_t lost;   /**< records lost (LOST records plus ring counters), exact */
+    uint64_t lost;   /**< events lost (LOST records: a lossy session's), exact */
 };
 
 /** A consumer attached to one traced guest (and the processes it forks). */
@@ -205,7 +215,7 @@ struct sluice_process_info {
     uint32_t consumers; /**< consumers attached */
     uint32_t lossless;  /**< of which lossless */
     uint32_t waiting;   /**< consumers it still waits for before it starts (--wait-attach) */
-    uint64_t lost;      /**< records lost so far in its live rings */
+    uint64_t lost;      /**< events its lossy consumers lost so far, in its live rings */
 };
 
 /**

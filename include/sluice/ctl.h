@@ -86,7 +86,7 @@ struct sluice_ctl_msg {
     uint32_t consumers;          /**< INFO: consumers attached */
     uint32_t lossless_consumers; /**< INFO: of which lossless */
     uint32_t waiting; /**< INFO: consumers the process still waits for before it starts */
-    uint64_t lost;    /**< INFO: records lost in the live rings so far */
+    uint64_t lost;    /**< INFO: events lossy consumers lost in the live rings so far */
 };
 
 /**

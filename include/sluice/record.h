@@ -18,8 +18,10 @@
  *   EXEC          [hdr]                               1 word
  *   MEM (size<16) [hdr][guest vaddr][value]           3 words
  *   MEM (size 16) [hdr][guest vaddr][value lo][value hi] 4 words
- *   LOST          [hdr: count in bits 55..0]          1 word (written by the
- *                 jitter when records could not be kept; exact count)
+ *   LOST          [hdr: count in bits 55..0]          1 word: that many events
+ *                 (executed instructions and memory accesses) were lost
+ *                 here, exactly (a lossy consumer's library puts it in the
+ *                 stream where the producer overwrote what it had not read)
  *   PAD           [hdr: words to skip in bits 55..0, including the header]
  *   BLOCK         [hdr: to (55..46), from (45..36), cont (35), block id (34..0)]
  *                 1 word
@@ -133,7 +135,7 @@
 enum sluice_tag {
     SLUICE_TAG_PAD = 0x00,   /**< skip (bits 55..0) words, header included */
     SLUICE_TAG_EXEC = 0x01,  /**< one executed instruction at the PC */
-    SLUICE_TAG_LOST = 0x02,  /**< (bits 55..0) records were lost here */
+    SLUICE_TAG_LOST = 0x02,  /**< (bits 55..0) events were lost here */
     SLUICE_TAG_TEXT = 0x03,  /**< a message of (bits 15..0) bytes follows */
     SLUICE_TAG_BLOCK = 0x04, /**< instructions of a block descriptor, see sluice_block_hdr() */
     /** A BLOCK record followed by its descriptor's slot records (format 5). */
@@ -366,7 +368,15 @@ static inline uint64_t sluice_block_desc_words(uint64_t w0)
 
 /** One consumer's slot in a ring header, on its own cache line. */
 struct sluice_ring_consumer {
-    /** Bytes consumed (position); written by the consumer, clamped by the producer. */
+    /**
+     * Bytes consumed (position); written by the consumer, clamped by the
+     * producer. A lossy consumer moves it with a compare-and-swap from the
+     * start of a span it has copied to its end (it then owns the copy); the
+     * producer, before it overwrites a chunk a lossy consumer has not
+     * taken, moves it past that chunk with a compare-and-swap and adds what
+     * it held to lost_events. So each byte is either taken or counted lost,
+     * never both: whoever moves the tail first has it.
+     */
     uint64_t tail;
     /** Futex word the producer waits on when full; the consumer bumps it and wakes it. */
     uint32_t tail_futex;
@@ -380,7 +390,20 @@ struct sluice_ring_consumer {
      * consistent) and wakes the futex only when it is set.
      */
     uint32_t producer_waiting;
-    uint32_t pad_[10];
+    /**
+     * Lossy slots, written by the producer only: events (instructions and
+     * memory accesses) of the records it took from this consumer so far.
+     * It changes together with `tail` inside `lost_seq`'s odd phase.
+     */
+    uint64_t lost_events;
+    /**
+     * Seqlock over (tail, lost_events) for lossy slots: the producer makes
+     * it odd, moves the tail and adds to lost_events, makes it even. A
+     * consumer that read the same even value before and after reading both
+     * has a pair in which lost_events counts exactly what lies below tail.
+     */
+    uint32_t lost_seq;
+    uint32_t pad_[7];
 };
 
 /**
