@@ -138,39 +138,6 @@ static void cut_off(unsigned i, int err)
     reg.c[i].state = GOING;
 }
 
-/*
- * Open slot @p i of ring @p r for a consumer that starts reading now: its
- * tail at the last published head (a record boundary), set before the slot
- * is active so the producer never sees a stale tail. The producer may have
- * read `active` as 0 just before and then publish one more grant (up to a
- * chunk boundary) without us: so after activating, a tail further behind
- * head than a ring less a chunk moves up to head (the consumer has not
- * been told of the ring yet, so no byte it reads is skipped).
- */
-static void open_slot(struct ring *r, unsigned i, int lossless)
-{
-    struct sluice_ring_consumer *c = &r->hdr->consumer[i];
-    uint64_t head = __atomic_load_n(&r->hdr->head, __ATOMIC_ACQUIRE), now;
-
-    __atomic_store_n(&c->tail, head, __ATOMIC_RELAXED);
-    c->lossless = (uint32_t)lossless;
-    c->producer_waiting = 0;
-    c->lost_events = 0;
-    c->lost_seq = 0;
-    /* Pairs with free_bytes()'s acquire load of active (jitter/ring.c). */
-    __atomic_store_n(&c->active, 1, __ATOMIC_SEQ_CST);
-    now = __atomic_load_n(&r->hdr->head, __ATOMIC_SEQ_CST);
-    if (now - head > r->size - SLUICE_CHUNK_BYTES) {
-        __atomic_store_n(&c->tail, now, __ATOMIC_SEQ_CST);
-    }
-}
-
-static void close_slot(struct ring *r, unsigned i)
-{
-    __atomic_store_n(&r->hdr->consumer[i].active, 0, __ATOMIC_RELEASE);
-    ring_wake_producer(r, i);
-}
-
 static void ring_msg(const struct ring *r, unsigned slot, struct sluice_ctl_msg *m)
 {
     memset(m, 0, sizeof(*m));
@@ -190,11 +157,11 @@ static void give_ring(struct ring *r, unsigned i)
     struct sluice_ctl_msg m;
     int err;
 
-    open_slot(r, i, reg.c[i].lossless);
+    ring_slot_open(r, i, reg.c[i].lossless);
     ring_msg(r, i, &m);
     err = send_to(i, &m, 1);
     if (err < 0) {
-        close_slot(r, i);
+        ring_slot_close(r, i);
         cut_off(i, err);
     }
 }
@@ -237,7 +204,7 @@ static void refuse(int fd, const char *why)
 
 static void ring_closer(struct ring *r, void *arg)
 {
-    close_slot(r, (unsigned)(uintptr_t)arg);
+    ring_slot_close(r, (unsigned)(uintptr_t)arg);
 }
 
 /* The consumer in slot @p i hung up (or died): no ring waits for it any more, the slot is free. */
@@ -311,10 +278,8 @@ static void count_ring(struct ring *r, void *arg)
     m->threads++;
     m->lost += __atomic_load_n(&r->hdr->lost, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
-        const struct sluice_ring_consumer *c = &r->hdr->consumer[i];
-
-        if (__atomic_load_n(&c->active, __ATOMIC_RELAXED) && !c->lossless) {
-            m->lost += __atomic_load_n(&c->lost_events, __ATOMIC_RELAXED);
+        if (ring_slot_lossy(r, i)) {
+            m->lost += __atomic_load_n(&r->hdr->consumer[i].lost_events, __ATOMIC_RELAXED);
         }
     }
 }

@@ -103,11 +103,8 @@ void lossy_take(struct ring *r, uint64_t chunk)
     }
     end = chunk - r->size + SLUICE_CHUNK_BYTES;
     for (i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
-        struct sluice_ring_consumer *c = &r->hdr->consumer[i];
-
-        if (__atomic_load_n(&c->active, __ATOMIC_ACQUIRE) &&
-            !__atomic_load_n(&c->lossless, __ATOMIC_RELAXED)) {
-            take_from(r, c, end);
+        if (ring_slot_lossy(r, i)) {
+            take_from(r, &r->hdr->consumer[i], end);
         }
     }
     /* The chunk's bytes are written after every take above (translated

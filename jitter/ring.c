@@ -127,14 +127,53 @@ struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq
 /* Whether any consumer still has this ring's slot. */
 static int has_consumer(const struct ring *r)
 {
-    unsigned i;
+    return __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE) != 0;
+}
 
-    for (i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
-        if (__atomic_load_n(&r->hdr->consumer[i].active, __ATOMIC_ACQUIRE)) {
-            return 1;
-        }
+/*
+ * The producer may have found the slot closed just before it opens, then
+ * publish one more grant (up to a chunk boundary) without this consumer:
+ * so after opening, a tail further behind head than a ring less a chunk
+ * moves up to head (the consumer has not been told of the ring yet, so no
+ * byte it reads is skipped).
+ */
+void ring_slot_open(struct ring *r, unsigned i, int lossless)
+{
+    struct sluice_ring_consumer *c = &r->hdr->consumer[i];
+    uint64_t head = __atomic_load_n(&r->hdr->head, __ATOMIC_ACQUIRE), now;
+    uint32_t bit = 1u << i;
+
+    __atomic_store_n(&c->tail, head, __ATOMIC_RELAXED);
+    c->lossless = (uint32_t)lossless; /* for consumers to read; we keep our own */
+    c->producer_waiting = 0;
+    c->lost_events = 0;
+    c->lost_seq = 0;
+    if (lossless) {
+        __atomic_or_fetch(&r->lossless_slots, bit, __ATOMIC_RELAXED);
+    } else {
+        __atomic_and_fetch(&r->lossless_slots, ~bit, __ATOMIC_RELAXED);
     }
-    return 0;
+    /* Pairs with free_bytes()'s and lossy_take()'s acquire loads of open_slots. */
+    __atomic_or_fetch(&r->open_slots, bit, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&c->active, 1, __ATOMIC_RELEASE);
+    now = __atomic_load_n(&r->hdr->head, __ATOMIC_SEQ_CST);
+    if (now - head > r->size - SLUICE_CHUNK_BYTES) {
+        __atomic_store_n(&c->tail, now, __ATOMIC_SEQ_CST);
+    }
+}
+
+void ring_slot_close(struct ring *r, unsigned i)
+{
+    __atomic_and_fetch(&r->open_slots, ~(1u << i), __ATOMIC_RELEASE);
+    __atomic_store_n(&r->hdr->consumer[i].active, 0, __ATOMIC_RELEASE);
+    ring_wake_producer(r, i);
+}
+
+int ring_slot_lossy(const struct ring *r, unsigned i)
+{
+    uint32_t open = __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE);
+
+    return (open & ~__atomic_load_n(&r->lossless_slots, __ATOMIC_RELAXED)) >> i & 1;
 }
 
 void ring_destroy(struct ring *r, int give_back)
@@ -228,6 +267,8 @@ void ring_publish_all(struct ring *r)
  */
 static uint64_t free_bytes(const struct ring *r, int *waiting_for)
 {
+    uint32_t lossless = __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE) &
+                        __atomic_load_n(&r->lossless_slots, __ATOMIC_RELAXED);
     uint64_t used = 0;
     unsigned i;
 
@@ -236,7 +277,7 @@ static uint64_t free_bytes(const struct ring *r, int *waiting_for)
         const struct sluice_ring_consumer *c = &r->hdr->consumer[i];
         uint64_t tail, behind;
 
-        if (!__atomic_load_n(&c->active, __ATOMIC_ACQUIRE) || !c->lossless) {
+        if (!(lossless >> i & 1)) {
             continue;
         }
         tail = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);

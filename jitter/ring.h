@@ -27,6 +27,10 @@ struct ring {
     struct ring *next;               /* the process's list of rings (jitter.c) */
     int final;                       /* closed by ring_close_final: its thread writes no more */
     uint64_t entered;                /* end of the chunks lossy_take() has cleared for writing */
+    /* Which consumer slots are open, and lossless (bit i: slot i), here in
+     * our own memory: the header's copies are for consumers to read, and
+     * any of them could write those. */
+    uint32_t open_slots, lossless_slots;
 };
 
 /**
@@ -83,6 +87,21 @@ void ring_close(struct ring *r);
  * of writing records nobody will read while the guest's stores still happen.
  */
 void ring_close_final(struct ring *r);
+
+/**
+ * Open consumer slot @p i of @p r for a consumer that starts reading now:
+ * its tail at the last published head (a record boundary), its lost count
+ * 0, then the slot open (lossless or not) in the ring's private state,
+ * which alone the producer trusts. Control thread, or a vCPU announcing its
+ * new ring; the consumer is told of the ring only after this returns.
+ */
+void ring_slot_open(struct ring *r, unsigned i, int lossless);
+
+/** Close slot @p i: the producer no longer waits for it nor takes from it (woken if it waits). */
+void ring_slot_close(struct ring *r, unsigned i);
+
+/** Whether slot @p i is open, and lossy. Any thread. */
+int ring_slot_lossy(const struct ring *r, unsigned i);
 
 /** Wake the producer waiting on consumer slot @p slot (it left or advanced). */
 void ring_wake_producer(struct ring *r, unsigned slot);

@@ -102,8 +102,7 @@ Test(ring_pair, jitter_ring_to_reader_in_order, .timeout = 120)
     p.ring = ring_create(RING_SIZE, 1, 2, 0, "x86_64", "pair", 0, &p.slot);
     cr_assert_not_null(p.ring);
     /* What the jitter's control thread does when a lossless consumer attaches. */
-    p.ring->hdr->consumer[0].lossless = 1;
-    __atomic_store_n(&p.ring->hdr->consumer[0].active, 1, __ATOMIC_RELEASE);
+    ring_slot_open(p.ring, 0, 1);
     cr_assert_eq(ring_reader__open(&r, arena_fd(), p.ring->offset, 0), 0, "%s", r.err);
     cr_assert_eq(pthread_create(&th, NULL, produce, &p), 0);
     for (;;) {
@@ -149,7 +148,7 @@ Test(ring_pair, lossy_consumer_gets_or_is_told_of_every_record, .timeout = 120)
     cr_assert_eq(arena_open(), 0);
     p.ring = ring_create(RING_SIZE, 1, 2, 0, "x86_64", "pair", 0, &p.slot);
     cr_assert_not_null(p.ring);
-    __atomic_store_n(&p.ring->hdr->consumer[0].active, 1, __ATOMIC_RELEASE); /* lossless 0 */
+    ring_slot_open(p.ring, 0, 0); /* lossy */
     cr_assert_eq(ring_reader__open(&r, arena_fd(), p.ring->offset, 0), 0, "%s", r.err);
     cr_assert_eq(pthread_create(&th, NULL, produce, &p), 0);
     for (;;) {
@@ -201,6 +200,28 @@ Test(ring_pair, lossy_consumer_gets_or_is_told_of_every_record, .timeout = 120)
 }
 
 /*
+ * Whatever a consumer writes into the shared header (here: a free slot
+ * marked active and lossless, with its tail at 0, as any holder of the
+ * arena could), the producer waits only for the slots the jitter opened:
+ * with none open, it writes lap after lap and never blocks.
+ */
+Test(ring_pair, a_ghost_slot_in_the_header_never_stalls_the_producer, .timeout = 60)
+{
+    struct pair p = {0};
+
+    cr_assert_eq(arena_open(), 0);
+    p.ring = ring_create(RING_SIZE, 1, 2, 0, "x86_64", "pair", 0, &p.slot);
+    cr_assert_not_null(p.ring);
+    p.ring->hdr->consumer[3].tail = 0;
+    p.ring->hdr->consumer[3].lossless = 1;
+    __atomic_store_n(&p.ring->hdr->consumer[3].active, 1, __ATOMIC_RELEASE);
+    produce(&p); /* RECORDS records: many laps of the ring */
+    cr_assert_gt(p.ring->hdr->head, 8 * (uint64_t)RING_SIZE);
+    ring_destroy(p.ring, 1);
+    arena_forget();
+}
+
+/*
  * A producer killed between publishes (SIGKILL): what it wrote after its
  * last publish is recovered up to the cursor its last TB start stored
  * (slot->written); the records of the TB it was killed in are not taken,
@@ -218,8 +239,7 @@ Test(ring_pair, salvage_takes_records_up_to_the_last_tb_start)
     cr_assert_eq(arena_open(), 0);
     ring = ring_create(RING_SIZE, 1, 2, 0, "x86_64", "pair", 0, &slot);
     cr_assert_not_null(ring);
-    ring->hdr->consumer[0].lossless = 1;
-    __atomic_store_n(&ring->hdr->consumer[0].active, 1, __ATOMIC_RELEASE);
+    ring_slot_open(ring, 0, 1);
     cr_assert_eq(ring_reader__open(&r, arena_fd(), ring->offset, 0), 0, "%s", r.err);
     for (unsigned i = 0; i < 64; i++) {
         slot.cursor[i] = sluice_exec_hdr(0xdead000 + i); /* what "an earlier lap" left */
