@@ -4,10 +4,14 @@
  * (sluice_session__attach), ask one what it is (sluice_process__query),
  * list this user's (sluice_process__list).
  *
- * Any thread; nothing here touches a session's state. A socket whose
- * process is gone (ECONNREFUSED: killed, or exec'd) is stale and removed
- * from our private directory when listing; a process that does not answer
- * a QUERY within QUERY_MS is skipped, never waited for.
+ * Any thread; nothing here touches a session's state. Only a directory
+ * that is ours and private (mode 0700, as the jitter makes it) is trusted,
+ * and only a listener of our own uid (SO_PEERCRED): another user could
+ * have made /tmp/sluice-<uid> first and listen there. A socket whose
+ * process is gone (ECONNREFUSED: killed, or exec'd) is stale: skipped,
+ * never removed here (its pid may be listening anew by the time we would;
+ * the jitter replaces it when it binds). A process that does not answer a
+ * QUERY within QUERY_MS is skipped, never waited for.
  */
 #include "sluice/consumer.h"
 
@@ -17,21 +21,43 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "ctl_io.h"
+#include "session.h"
 #include "sluice/ctl.h"
 
 /* How long a traced process may take to answer QUERY. */
 #define QUERY_MS 2000
 
-/* Connect to @p path; the fd, or -errno. */
-static int connect_path(const char *path)
+/* Whether @p dir is a directory of ours that only we may enter; else -EPERM. */
+static int private_dir(const char *dir)
+{
+    struct stat st;
+
+    if (lstat(dir, &st) < 0) {
+        return -errno;
+    }
+    return S_ISDIR(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 077) ? 0 : -EPERM;
+}
+
+/*
+ * Connect to @p path, in a private directory @p dir, and check that the
+ * listener runs as us; the fd, or -errno (EPERM: a directory or listener
+ * not ours).
+ */
+static int connect_path(const char *dir, const char *path)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
-    int fd, err;
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    int fd, err = private_dir(dir);
 
+    if (err < 0) {
+        return err;
+    }
     if (strlen(path) >= sizeof(a.sun_path)) {
         return -ENAMETOOLONG;
     }
@@ -44,6 +70,11 @@ static int connect_path(const char *path)
         err = -errno;
         close(fd);
         return err;
+    }
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred) ||
+        cred.uid != geteuid()) {
+        close(fd);
+        return -EPERM;
     }
     return fd;
 }
@@ -59,7 +90,7 @@ static int connect_pid(uint32_t pid)
             sluice_ctl_socket_path(path, sizeof(path), dir, pid) < 0) {
             continue;
         }
-        err = connect_path(path);
+        err = connect_path(dir, path);
         if (err >= 0) {
             return err;
         }
@@ -75,11 +106,17 @@ struct sluice_session *sluice_session__attach(uint32_t pid, const struct sluice_
 {
     int fd = connect_pid(pid);
 
+    struct sluice_session *s;
+
     if (fd < 0) {
         errno = -fd;
         return NULL;
     }
-    return sluice_session__new(fd, cb, opts);
+    s = sluice_session__new(fd, cb, opts);
+    if (s) {
+        session__welcome_timeout(s, QUERY_MS * 5);
+    }
+    return s;
 }
 
 /* Send QUERY on @p fd and read INFO into @p info; 0 or -errno. Closes @p fd. */
@@ -158,10 +195,7 @@ static size_t list_dir(const char *dir, struct sluice_process_info *out, size_t 
             listed(out, n < max ? n : max, (uint32_t)pid)) {
             continue;
         }
-        fd = connect_path(path);
-        if (fd == -ECONNREFUSED) {
-            (void)unlink(path); /* stale: nobody listens there any more */
-        }
+        fd = connect_path(dir, path);
         if (fd < 0 || query_fd(fd, &info) < 0) {
             continue;
         }

@@ -243,6 +243,11 @@ uint64_t ring_reader__head(const struct ring_reader *r)
     return head_of(r);
 }
 
+int ring_reader__slot_open(const struct ring_reader *r)
+{
+    return __atomic_load_n(&r->hdr->consumer[r->slot].active, __ATOMIC_ACQUIRE) != 0;
+}
+
 int ring_reader__closed(const struct ring_reader *r)
 {
     /* Acquire pairs with the producer's release store of flags after its last publish. */

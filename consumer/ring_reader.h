@@ -78,6 +78,13 @@ int64_t ring_reader__avail(struct ring_reader *r);
 /** The position the producer has published up to now (acquire load of head; unchecked). */
 uint64_t ring_reader__head(const struct ring_reader *r);
 
+/**
+ * Whether the jitter still has our slot open (its `active` word, which it
+ * clears when it drops or forgets us; informative only: a consumer could
+ * write it). Any thread.
+ */
+int ring_reader__slot_open(const struct ring_reader *r);
+
 /** Whether the producer has marked the ring closed (acquire: head is then final). */
 int ring_reader__closed(const struct ring_reader *r);
 

@@ -36,6 +36,7 @@
 #include "decode.h"
 #include "order.h"
 #include "ring_reader.h"
+#include "session.h"
 #include "workq.h"
 
 #define container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
@@ -83,6 +84,7 @@ struct sluice_session {
     int eof;         /* atomic: control socket at EOF, every head is final */
     int detaching;   /* atomic: sluice_session__detach() was called */
     int wake[2];     /* pipe: detach writes a byte, the control thread's poll wakes */
+    int welcome_ms;  /* how long to wait for WELCOME; -1: as long as it takes */
     uint64_t events; /* atomic: records decoded */
     struct ring_state *rings, **rings_tail;
     size_t n_rings;
@@ -145,6 +147,7 @@ struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callb
     memcpy(&s->cb, cb, cb->sz < sizeof(s->cb) ? cb->sz : sizeof(s->cb));
     s->fd = ctl_fd;
     s->wake[0] = s->wake[1] = -1;
+    s->welcome_ms = -1;
     s->lossless = !(opts && opts->lossy);
     s->workers = opts ? opts->workers : 0;
     if (s->workers == 0) {
@@ -541,6 +544,15 @@ static int detached_here(struct ring_state *r)
     return r->rd.pos >= r->stop;
 }
 
+/* The jitter closed our slot of @p r while its producer ran on: say so. */
+static void dropped(struct ring_state *r)
+{
+    set_error(r->s, -ECONNRESET,
+              "the jitter dropped this consumer (it did not read its control socket in time): "
+              "the trace of tid %u stops at position %llu",
+              r->info.tid, (unsigned long long)r->rd.pos);
+}
+
 static void *ring_thread(void *arg)
 {
     struct ring_state *r = arg;
@@ -553,7 +565,9 @@ static void *ring_thread(void *arg)
 
         if (avail < 0 || (avail > 0 && read_chunk(r) < 0) ||
             __atomic_load_n(&r->failed, __ATOMIC_RELAXED)) {
-            if (avail < 0) {
+            if (avail < 0 && !ring_reader__slot_open(&r->rd)) {
+                dropped(r); /* the producer overran us because it no longer waits for us */
+            } else if (avail < 0) {
                 set_error(r->s, -EPROTO, "%s", r->rd.err);
             }
             discard_until_end(r);
@@ -561,8 +575,13 @@ static void *ring_thread(void *arg)
         }
         if (avail == 0) {
             if (ring_ended(r) && (r->lossy ? lossy_avail(r) : ring_reader__avail(&r->rd)) == 0) {
-                /* Ended without closing: its process died mid-flight. */
+                /* Ended without closing: its process died mid-flight, or
+                 * the jitter dropped us (it closed our slot first). */
                 if (ring_reader__closed(&r->rd) || r->salvaged >= 0) {
+                    break;
+                }
+                if (!ring_reader__slot_open(&r->rd)) {
+                    dropped(r);
                     break;
                 }
                 r->salvaged = ring_reader__salvage(&r->rd);
@@ -719,10 +738,17 @@ static int read_welcome(struct sluice_session *s)
     struct sluice_ctl_msg m;
     int fd, n;
 
-    while (poll(p, 2, -1) < 0 && errno == EINTR) {
+    int ready;
+
+    while ((ready = poll(p, 2, s->welcome_ms)) < 0 && errno == EINTR) {
     }
     if (__atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE)) {
-        return set_error(s, -EINTR, "detached before the jitter answered");
+        return 0; /* detached at once: an empty trace, no error */
+    }
+    if (ready == 0) {
+        return set_error(s, -ETIMEDOUT,
+                         "the traced process did not answer in %d s (out of descriptors?)",
+                         s->welcome_ms / 1000);
     }
     n = ctl_recv(s->fd, &m, &fd);
 
@@ -902,6 +928,11 @@ size_t sluice_session__counts(const struct sluice_session *s, struct sluice_coun
         *total = sum;
     }
     return i;
+}
+
+void session__welcome_timeout(struct sluice_session *s, int ms)
+{
+    s->welcome_ms = ms;
 }
 
 void sluice_session__detach(struct sluice_session *s)

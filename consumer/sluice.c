@@ -72,7 +72,7 @@ static void usage(FILE *f)
                "  -o FILE      write the tool's output to FILE (default: stderr)\n"
                "  --workers N  decoding threads (default: online CPUs)\n"
                "  --wait-attach N  hold the guest before its first instruction until N more\n"
-               "               consumers attached with `sluice attach` (1 to 16)\n"
+               "               consumers attached with `sluice attach` (0 to 15)\n"
                "attach: run the tool on a traced process (one that `sluice run` or QEMU's\n"
                "  -jitter started) from now until it ends, or until SIGINT/SIGTERM/SIGHUP\n"
                "  detach it; the guest waits for it as for `run`'s own tool (lossless), or,\n"
@@ -432,10 +432,14 @@ static int cmd_run(int argc, char **argv)
 /* The session `attach` runs, for its signal handler. */
 static struct sluice_session *attached;
 
+/* A detaching signal that came before the session existed. */
+static volatile sig_atomic_t detach_early;
+
 static void on_detach_signal(int sig)
 {
     (void)sig;
-    sluice_session__detach(attached); /* async-signal-safe */
+    detach_early = 1;
+    sluice_session__detach(attached); /* async-signal-safe; nothing if NULL */
 }
 
 /* One line saying why attaching to @p pid failed (errno @p err). */
@@ -443,6 +447,11 @@ static void attach_failed(uint32_t pid, int err)
 {
     if (err == ENOENT) {
         fprintf(stderr, "sluice: attach %u: no traced process %u of this user (no socket)\n", pid,
+                pid);
+    } else if (err == EPERM) {
+        fprintf(stderr,
+                "sluice: attach %u: refused to connect: its socket's directory or listener is "
+                "not this user's alone\n",
                 pid);
     } else if (err == ECONNREFUSED) {
         fprintf(stderr, "sluice: attach %u: process %u has ended (its socket is stale)\n", pid,
@@ -476,6 +485,10 @@ static int cmd_attach(int argc, char **argv)
     opts.workers = a.workers;
     opts.lossy = a.lossy;
     a.tool->setup(&env, &cb);
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     attached = sluice_session__attach(a.pid, &cb, &opts);
     if (!attached) {
         attach_failed(a.pid, errno);
@@ -484,10 +497,9 @@ static int cmd_attach(int argc, char **argv)
         }
         return 2;
     }
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    if (detach_early) {
+        sluice_session__detach(attached);
+    }
     if (isatty(STDERR_FILENO) && env.out != stderr) {
         progress_start(&prog, attached, 2);
     }
@@ -505,8 +517,10 @@ static int cmd_attach(int argc, char **argv)
     }
     failed |= a.tool->report(&env, attached, now() - t0) != 0;
     fprintf(stderr, "sluice: %s pid %u after %.2f s\n",
-            sluice_session__detached(attached) ? "detached from" : "traced to the end of", a.pid,
-            now() - t0);
+            sluice_session__detached(attached) ? "detached from"
+            : failed                           ? "stopped, on the error above, tracing"
+                                               : "traced to the end of",
+            a.pid, now() - t0);
     if (env.out != stderr && fclose(env.out) != 0) {
         fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
         failed = 1;

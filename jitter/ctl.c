@@ -107,11 +107,12 @@ static int send_on(int fd, const struct sluice_ctl_msg *m, int pass_fd, int flag
  * Send @p m to slot @p i (with the arena attached if @p arena), caller
  * holding reg.lock. The descriptors' numbers are read and used under
  * fds_lock() (a guest's dup2 may move them), which is never held while
- * waiting: a full socket is waited for with poll, SEND_SECONDS at most.
+ * waiting: a full socket is waited for with poll, until @p until at most
+ * (one deadline for all the consumers a ring goes to, so consumers that do
+ * not read hold a new thread back SEND_SECONDS in all, not each).
  */
-static int send_to(unsigned i, const struct sluice_ctl_msg *m, int arena)
+static int send_to(unsigned i, const struct sluice_ctl_msg *m, int arena, time_t until)
 {
-    time_t until = now_s() + SEND_SECONDS;
     int fd, err;
 
     for (;;) {
@@ -127,11 +128,19 @@ static int send_to(unsigned i, const struct sluice_ctl_msg *m, int arena)
     }
 }
 
-/* Stop sending to slot @p i: its consumer sees its socket end (the control thread reaps it). */
+/*
+ * Stop sending to slot @p i, caller holding the ring-list lock and
+ * reg.lock: its slot is closed in every ring first (the consumer reads that
+ * as "dropped", not as the end of the trace, when its socket then ends),
+ * then its socket is shut down (the control thread reaps it).
+ */
 static void cut_off(unsigned i, int err)
 {
     fprintf(stderr, "sluice-jitter: consumer in slot %u dropped: cannot send to it (%s)\n", i,
             strerror(-err));
+    for (struct ring *r = jitter_rings(); r; r = r->next) {
+        ring_slot_close(r, i);
+    }
     fds_lock();
     shutdown(reg.c[i].fd, SHUT_RDWR);
     fds_unlock();
@@ -152,28 +161,29 @@ static void ring_msg(const struct ring *r, unsigned slot, struct sluice_ctl_msg 
 }
 
 /* Give ring @p r to LIVE slot @p i; caller holds the ring-list lock and reg.lock. */
-static void give_ring(struct ring *r, unsigned i)
+static void give_ring(struct ring *r, unsigned i, time_t until)
 {
     struct sluice_ctl_msg m;
     int err;
 
     ring_slot_open(r, i, reg.c[i].lossless);
     ring_msg(r, i, &m);
-    err = send_to(i, &m, 1);
+    err = send_to(i, &m, 1, until);
     if (err < 0) {
-        ring_slot_close(r, i);
+        ring_slot_close(r, i); /* not yet in the list when a new ring is announced */
         cut_off(i, err);
     }
 }
 
 void ctl_announce(struct ring *r)
 {
+    time_t until = now_s() + SEND_SECONDS;
     unsigned i;
 
     pthread_mutex_lock(&reg.lock);
     for (i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
         if (reg.c[i].state == LIVE) {
-            give_ring(r, i);
+            give_ring(r, i, until);
         }
     }
     pthread_mutex_unlock(&reg.lock);
@@ -246,6 +256,7 @@ static void attach(unsigned i, const struct sluice_ctl_msg *hello)
 {
     struct sluice_ctl_msg w = {.type = SLUICE_CTL_WELCOME, .version = SLUICE_CTL_VERSION};
     struct ring *r;
+    time_t until;
     int err;
 
     w.pid = (uint32_t)getpid();
@@ -254,13 +265,14 @@ static void attach(unsigned i, const struct sluice_ctl_msg *hello)
     jitter_rings_lock();
     pthread_mutex_lock(&reg.lock);
     reg.c[i].lossless = hello->lossless != 0;
-    err = send_to(i, &w, 0);
+    until = now_s() + SEND_SECONDS;
+    err = send_to(i, &w, 0, until);
     if (err < 0) {
         cut_off(i, err);
     } else {
         reg.c[i].state = LIVE;
         for (r = jitter_rings(); r && reg.c[i].state == LIVE; r = r->next) {
-            give_ring(r, i);
+            give_ring(r, i, until);
         }
     }
     if (reg.c[i].state == LIVE && reg.c[i].via_socket && reg.waiting > 0) {
@@ -300,7 +312,7 @@ static void describe(unsigned i)
         m.lossless_consumers += reg.c[k].state == LIVE && reg.c[k].lossless;
     }
     m.waiting = reg.waiting;
-    (void)send_to(i, &m, 0);
+    (void)send_to(i, &m, 0, now_s() + 1);
     release(i);
     pthread_mutex_unlock(&reg.lock);
 }
@@ -354,19 +366,30 @@ static void first_message(unsigned i, int fd)
     pthread_mutex_unlock(&reg.lock);
 }
 
-/* A connection on the listening socket: a pending entry, or refused. */
-static void accept_one(void)
+/*
+ * A connection on the listening socket: a pending entry, or refused. All
+ * under reg.lock, which fork(2) waits for (ctl_fork_prepare): a child never
+ * inherits a connection caught between accept and its registration.
+ * Returns 0, or -1 if none could be accepted for want of a descriptor (the
+ * control thread then stops polling the socket for a while, instead of
+ * spinning on a connection it cannot take).
+ */
+static int accept_one(void)
 {
     uint32_t uid;
-    int fd, lfd;
+    int fd, err;
     unsigned i;
 
+    pthread_mutex_lock(&reg.lock);
     fds_lock();
-    lfd = reg.listen_fd;
-    fd = lfd >= 0 ? ctl_sock_accept(lfd, &uid) : -1;
+    fd = reg.listen_fd >= 0 ? ctl_sock_accept(reg.listen_fd, &uid) : -1;
+    err = fd < 0 ? errno : 0;
     fds_unlock();
     if (fd < 0) {
-        return;
+        pthread_mutex_unlock(&reg.lock);
+        return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM ? -1 : 0;
+    }
+    for (i = SLUICE_MAX_CONSUMERS; i < ENTRIES && reg.c[i].state != FREE; i++) {
     }
     if (uid != (uint32_t)geteuid()) {
         if (!reg.said_uid) {
@@ -377,21 +400,16 @@ static void accept_one(void)
         }
         refuse(fd, "another user's process");
         close(fd);
-        return;
-    }
-    pthread_mutex_lock(&reg.lock);
-    for (i = SLUICE_MAX_CONSUMERS; i < ENTRIES && reg.c[i].state != FREE; i++) {
-    }
-    if (i == ENTRIES || fds_adopt(fd, &reg.c[i].fd) < 0) {
-        pthread_mutex_unlock(&reg.lock);
+    } else if (i == ENTRIES || fds_adopt(fd, &reg.c[i].fd) < 0) {
         refuse(fd, "too many connections have not said HELLO yet");
         close(fd);
-        return;
+    } else {
+        reg.c[i].state = PENDING;
+        reg.c[i].via_socket = 1;
+        reg.c[i].deadline = now_s() + HELLO_SECONDS;
     }
-    reg.c[i].state = PENDING;
-    reg.c[i].via_socket = 1;
-    reg.c[i].deadline = now_s() + HELLO_SECONDS;
     pthread_mutex_unlock(&reg.lock);
+    return 0;
 }
 
 /* What the control thread's poll reported for slot @p i, polled as @p fd. */
@@ -451,13 +469,15 @@ static void *control(void *arg)
     struct pollfd p[1 + ENTRIES];
     int slot_of[1 + ENTRIES];
 
+    time_t listen_again = 0; /* after a connection could not be accepted (no descriptor) */
+
     (void)arg;
     for (;;) {
         nfds_t n = 0, k;
 
         pthread_mutex_lock(&reg.lock);
         fds_lock();
-        if (reg.listen_fd >= 0) {
+        if (reg.listen_fd >= 0 && now_s() >= listen_again) {
             p[n] = (struct pollfd){.fd = reg.listen_fd, .events = POLLIN};
             slot_of[n++] = -1;
         }
@@ -472,7 +492,7 @@ static void *control(void *arg)
         if (poll(p, n, POLL_MS) > 0) {
             for (k = 0; k < n; k++) {
                 if (p[k].revents && slot_of[k] < 0) {
-                    accept_one();
+                    listen_again = accept_one() < 0 ? now_s() + 1 : 0;
                 } else if (p[k].revents) {
                     on_slot((unsigned)slot_of[k], p[k].fd, p[k].revents);
                 }

@@ -387,6 +387,76 @@ def gaps_ok(ref, text):
     return None
 
 
+# struct sluice_ring_hdr (record.h): the consumer slots start at byte 384, 64 bytes each;
+# in a slot: tail u64 @0, tail_futex u32 @8, active u32 @12, lossless u32 @16,
+# producer_waiting u32 @20, lost_seq u32 @32.
+SLOTS_AT, SLOT_BYTES = 384, 64
+
+
+def rogue(path, seconds):
+    """A lossy consumer that writes garbage into its own slot of every ring it is given (tail,
+    futex words, lost_seq; and marks itself lossless there) and marks a free slot as a lossless
+    consumer a ring behind (a ghost), in a loop, for seconds; run as a child (case_rogue)."""
+    import mmap
+    s = connect(path)
+    s.send(msg(HELLO, lossless=0))
+    maps, end, rnd = [], time.monotonic() + seconds, random.Random(7)
+    s.settimeout(0.01)
+    while time.monotonic() < end:
+        try:
+            data, fds, _, _ = socket.recv_fds(s, CTL.size, 4)
+        except (TimeoutError, BlockingIOError):
+            data, fds = None, []
+        if data:
+            m = dict(zip(FIELDS, CTL.unpack(data)))
+            for fd in fds:
+                if m["type"] == RING:
+                    maps.append((mmap.mmap(fd, 4096, offset=m["offset"]), m["slot"]))
+                os.close(fd)
+        for mm, slot in maps:
+            at = SLOTS_AT + SLOT_BYTES * slot
+            mm[at:at + 8] = struct.pack("<Q", 0)  # a whole ring unread, were it lossless
+            mm[at + 8:at + 12] = struct.pack("<I", rnd.getrandbits(32))
+            mm[at + 12:at + 20] = struct.pack("<II", 1, 1)  # active, and now "lossless"
+            mm[at + 20:at + 24] = struct.pack("<I", rnd.getrandbits(32))
+            mm[at + 32:at + 36] = struct.pack("<I", rnd.getrandbits(32) | 1)
+            # and a ghost: a slot nobody holds, marked active and lossless, a ring behind
+            ghost = SLOTS_AT + SLOT_BYTES * (15 if slot != 15 else 14)
+            mm[ghost:ghost + 8] = struct.pack("<Q", 0)
+            mm[ghost + 12:ghost + 20] = struct.pack("<II", 1, 1)
+    print("rogue: scribbled on %d rings' slots" % len(maps))
+
+
+def case_rogue(c):
+    """A lossy consumer scribbling on its own tail, futex and lost_seq words, claiming to be
+    lossless in the header, and marking a ghost lossless slot, for the whole run must neither
+    stall the guest nor change what the others get: sluice run's own counts and a
+    lossless attach's equal the reference's."""
+    run = Run(c, "rogue", 8, c.xdg, wait=2, env={"SLUICE_RING_BYTES": "256K"})  # rings lap
+    bad = start(c, ["/usr/bin/python3", "-BEs", os.path.abspath(__file__), "scribble", run.sock,
+                    "30"], "scribbler", c.xdg)
+    good, good_out = c.attach(run.pid, "rogue-good", c.xdg, "stats", ["--json"])
+    t0 = time.monotonic()
+    run.finish(60)
+    # 8 s of guest; the rogue scribbles for 30 s: a producer that took it for lossless would
+    # wait for it until it leaves.
+    c.check(time.monotonic() - t0 < 20, "the guest took %.0f s" % (time.monotonic() - t0))
+    rc, _, err = finish(good, 60)
+    want = sum(sum(int(kv.split(b"=")[1]) for kv in line.split()[2:5])
+               for line in slurp(run.ref).splitlines())
+    try:
+        t = json.loads(slurp(good_out))["total"]
+        have = (t["insns"] + t["loads"] + t["stores"], t["lost"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        have = "no report (%s)" % e
+    c.check(rc == 0 and have == (want, 0), "the lossless attach beside the rogue: exit %s, "
+            "(events, lost) %s, reference %d; stderr %r" % (rc, have, want, err[-300:]))
+    rc, out, err = finish(bad, 60)
+    c.check(rc == 0, "the rogue: exit %s %r" % (rc, (out + err)[-300:]))
+    print("%s; beside it a lossless attach got %s events (reference %d) and the guest finished"
+          % (out.decode().strip(), have, want))
+
+
 def case_kill(c):
     run = Run(c, "kill", 10, c.xdg)
     for k, delay in enumerate((0, 0.05, 0.3, 0.8, 1.5)):
@@ -462,8 +532,11 @@ def case_uid(c):
               c.xdg, **kw)
     rc, _, err = finish(p, 30)
     err = err.decode(errors="replace").strip()
-    c.check(rc == 2 and err.endswith("jitter refused the consumer: another user's process"),
-            "sluice attach as uid %d: exit %s, stderr %r (want exit 2 and the jitter's reason)"
+    # sluice refuses first (the directory is not its user's), else the jitter does.
+    c.check(rc == 2 and (err.endswith("jitter refused the consumer: another user's process") or
+                         err.endswith("its socket's directory or listener is not this user's "
+                                      "alone")),
+            "sluice attach as uid %d: exit %s, stderr %r (want exit 2 and the reason)"
             % (NOBODY, rc, err))
     print("sluice attach as uid %d: exit %s: %s" % (NOBODY, rc, err[-300:]))
     for d, mode in reversed(modes):
@@ -610,12 +683,14 @@ def case_lossy(c):
 
 
 CASES = {"windows": case_windows, "kill": case_kill, "uid": case_uid, "garbage": case_garbage,
-         "ls": case_ls, "lossy": case_lossy}
+         "ls": case_ls, "lossy": case_lossy, "rogue": case_rogue}
 
 
 def main():
     if sys.argv[1:2] == ["probe"]:
         return probe(*sys.argv[2:])
+    if sys.argv[1:2] == ["scribble"]:
+        return rogue(sys.argv[2], float(sys.argv[3]))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("case", choices=sorted(CASES))
     ap.add_argument("--sluice", required=True)
