@@ -66,6 +66,7 @@ static struct {
     struct consumer c[ENTRIES];
     int listen_fd;    /* registered in fds.c; -1: not listening */
     unsigned waiting; /* socket consumers still awaited before the guest starts */
+    unsigned live;    /* LIVE slots (atomic: ctl_consumers() reads it without the lock) */
     int said_uid;     /* a peer of another uid was reported once */
     char arch[16];
     char comm[16];
@@ -75,6 +76,22 @@ static struct {
     .c = {[0 ... ENTRIES - 1] = {.fd = -1, .state = FREE}},
     .listen_fd = -1,
 };
+
+/* Change slot @p i's state, counting LIVE ones; caller holds reg.lock. */
+static void set_state(unsigned i, enum slot_state st)
+{
+    if (reg.c[i].state == LIVE && st != LIVE) {
+        __atomic_sub_fetch(&reg.live, 1, __ATOMIC_RELEASE);
+    } else if (reg.c[i].state != LIVE && st == LIVE) {
+        __atomic_add_fetch(&reg.live, 1, __ATOMIC_RELEASE);
+    }
+    reg.c[i].state = st;
+}
+
+unsigned ctl_consumers(void)
+{
+    return __atomic_load_n(&reg.live, __ATOMIC_ACQUIRE);
+}
 
 static time_t now_s(void)
 {
@@ -144,7 +161,7 @@ static void cut_off(unsigned i, int err)
     fds_lock();
     shutdown(reg.c[i].fd, SHUT_RDWR);
     fds_unlock();
-    reg.c[i].state = GOING;
+    set_state(i, GOING);
 }
 
 static void ring_msg(const struct ring *r, unsigned slot, struct sluice_ctl_msg *m)
@@ -221,12 +238,15 @@ static void ring_closer(struct ring *r, void *arg)
 static void gone(unsigned i)
 {
     pthread_mutex_lock(&reg.lock);
-    reg.c[i].state = GOING; /* no new ring goes to it; the slot is not yet reusable */
+    set_state(i, GOING); /* no new ring goes to it; the slot is not yet reusable */
     pthread_mutex_unlock(&reg.lock);
     jitter_for_each_ring(ring_closer, (void *)(uintptr_t)i);
     pthread_mutex_lock(&reg.lock);
     release(i);
     pthread_mutex_unlock(&reg.lock);
+    if (ctl_consumers() == 0) {
+        jitter_consumers_changed(); /* the last one left: stop instrumenting */
+    }
 }
 
 /*
@@ -257,7 +277,7 @@ static void attach(unsigned i, const struct sluice_ctl_msg *hello)
     struct sluice_ctl_msg w = {.type = SLUICE_CTL_WELCOME, .version = SLUICE_CTL_VERSION};
     struct ring *r;
     time_t until;
-    int err;
+    int err, first = 0;
 
     w.pid = (uint32_t)getpid();
     w.slot = i;
@@ -270,7 +290,8 @@ static void attach(unsigned i, const struct sluice_ctl_msg *hello)
     if (err < 0) {
         cut_off(i, err);
     } else {
-        reg.c[i].state = LIVE;
+        set_state(i, LIVE);
+        first = ctl_consumers() == 1;
         for (r = jitter_rings(); r && reg.c[i].state == LIVE; r = r->next) {
             give_ring(r, i, until);
         }
@@ -281,6 +302,9 @@ static void attach(unsigned i, const struct sluice_ctl_msg *hello)
     }
     pthread_mutex_unlock(&reg.lock);
     jitter_rings_unlock();
+    if (first) {
+        jitter_consumers_changed(); /* the first one came: instrument (outside our locks) */
+    }
 }
 
 static void count_ring(struct ring *r, void *arg)

@@ -24,6 +24,9 @@
  */
 int ctl_init(const char *arch, const char *comm, int fd, int listen, unsigned wait_attach);
 
+/** Consumers attached now (LIVE). Any thread, without a lock. */
+unsigned ctl_consumers(void);
+
 /** Main thread, after init: return once ctl_init()'s wait_attach consumers attached. */
 void ctl_wait_attach(void);
 

@@ -31,6 +31,7 @@ static struct {
     struct ring *rings;   /* this process's rings */
     uint32_t seq;         /* rings made by this process so far */
     uint64_t ring_bytes;
+    void (*request_flush)(void); /* QEMU's (host_info), NULL until the guest starts */
     char arch[16];
     char comm[16];
     int big_endian;
@@ -49,6 +50,15 @@ void jitter_rings_unlock(void)
 struct ring *jitter_rings(void)
 {
     return J.rings;
+}
+
+void jitter_consumers_changed(void)
+{
+    void (*flush)(void) = __atomic_load_n(&J.request_flush, __ATOMIC_ACQUIRE);
+
+    if (flush) {
+        flush(); /* j_flushed() then sets what the hooks answer */
+    }
 }
 
 void jitter_for_each_ring(void (*fn)(struct ring *r, void *arg), void *arg)
@@ -90,6 +100,9 @@ static int j_init(const struct sluice_host_info *info)
     err = ctl_init(J.arch, J.comm, o.consumer_fd, o.listen, o.wait_attach);
     if (err == 0) {
         ctl_wait_attach(); /* before the guest's first instruction */
+        /* Nothing is translated yet: no flush needed for this one. */
+        lift_enable(ctl_consumers() > 0);
+        __atomic_store_n(&J.request_flush, info->request_flush, __ATOMIC_RELEASE);
     }
     return err;
 }
@@ -221,6 +234,15 @@ static uint64_t j_lift_block(struct sluice_thread_slot *slot, const struct sluic
     return blocks_lift(b);
 }
 
+/*
+ * Exclusive, after the flush jitter_consumers_changed() asked for: from
+ * now on TBs are instrumented only if some consumer is attached.
+ */
+static void j_flushed(void)
+{
+    lift_enable(ctl_consumers() > 0);
+}
+
 /* A longjmp left the TB at @p pc: its block ran up to that instruction, included. */
 static void j_tb_exit(struct sluice_thread_slot *slot, uint64_t pc)
 {
@@ -259,4 +281,5 @@ __attribute__((visibility("default"))) const struct sluice_jitter_ops sluice_jit
     .munmap = image_munmap,
     .fd_next = fds_next,
     .fd_claim = fds_claim,
+    .flushed = j_flushed,
 };

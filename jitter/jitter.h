@@ -14,6 +14,13 @@ void jitter_rings_unlock(void);
 /** The first ring of the process's list (linked by ring->next); only under the lock. */
 struct ring *jitter_rings(void);
 
+/**
+ * The first consumer attached, or the last one left: have QEMU flush its
+ * translation cache, after which TBs are instrumented or not (lift_enable).
+ * Nothing before the guest starts (init decides then). Any thread.
+ */
+void jitter_consumers_changed(void);
+
 /** Call @p fn on every ring of this process, under the ring list lock. */
 void jitter_for_each_ring(void (*fn)(struct ring *r, void *arg), void *arg);
 

@@ -29,7 +29,13 @@ static struct {
     struct filter *f; /* NULL: trace everything */
     const char *path;
     uint64_t faults[2]; /* hook_inst, hook_mem */
+    int on;             /* 0: instrument nothing (no consumer attached); lift_enable() */
 } L;
+
+void lift_enable(int on)
+{
+    __atomic_store_n(&L.on, on, __ATOMIC_RELEASE);
+}
 
 /* The thread lifting now: where trace_printk messages go. */
 static __thread struct sluice_thread_slot *lifting;
@@ -111,6 +117,9 @@ int lift_hook_inst(struct sluice_thread_slot *slot, const struct sluice_lift_ins
     int decision;
     int rc;
 
+    if (!__atomic_load_n(&L.on, __ATOMIC_ACQUIRE)) {
+        return SLUICE_HOOK_NEVER;
+    }
     if (!L.f) {
         return SLUICE_HOOK_ALWAYS;
     }
@@ -142,6 +151,9 @@ int lift_hook_mem(struct sluice_thread_slot *slot, uint64_t pc, uint32_t size, i
     int yes;
     int rc;
 
+    if (!__atomic_load_n(&L.on, __ATOMIC_ACQUIRE)) {
+        return 0;
+    }
     if (!L.f) {
         return 1;
     }

@@ -24,6 +24,15 @@ struct jitter_opts;
  */
 int lift_init(const struct jitter_opts *o);
 
+/**
+ * Instrument (@p on 1) or not (0: every instruction NEVER, no access
+ * recorded, the filter not run): with no consumer attached the jitter
+ * has nothing instrumented. Main thread before the guest starts, or
+ * exclusive after a flush (ops->flushed), so every TB made from then on
+ * follows it and none made before remains.
+ */
+void lift_enable(int on);
+
 /** QEMU's hook_inst (see jitter_abi.h). */
 int lift_hook_inst(struct sluice_thread_slot *slot, const struct sluice_lift_insn *insn);
 /** QEMU's hook_mem (see jitter_abi.h). */

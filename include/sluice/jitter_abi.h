@@ -32,13 +32,16 @@
  * its first branch, label or call that may touch guest memory); a
  * BLOCK_SLOTS word drops their records' headers too. The TB's byte count
  * still counts those headers, so tb_exit has room to put them back.
+ * 7 — host_info.request_flush and ops->flushed: the jitter has QEMU
+ * re-translate everything when it starts or stops instrumenting (a
+ * process with no consumer attached runs uninstrumented).
  */
 #ifndef SLUICE_JITTER_ABI_H
 #define SLUICE_JITTER_ABI_H
 
 #include <stdint.h>
 
-#define SLUICE_JITTER_ABI_VERSION 6u
+#define SLUICE_JITTER_ABI_VERSION 7u
 
 /**
  * Per-vCPU producer state. It lives in QEMU's CPUNegativeOffsetState
@@ -133,6 +136,15 @@ struct sluice_host_info {
      * ",,"); "" when there were none. The jitter defines the keys.
      */
     const char *args;
+    /**
+     * Any thread, any time after init returned: ask QEMU to flush its
+     * translation cache at its next safe point (every vCPU outside
+     * translated code: the first vCPU that leaves it after the call takes
+     * the flush; one blocked in a syscall does not hold it up), and to call
+     * ops->flushed() there, right after. Several calls before that safe
+     * point make one flush. Never blocks, never fails.
+     */
+    void (*request_flush)(void);
 };
 
 /**
@@ -252,6 +264,12 @@ struct sluice_jitter_ops {
      *         fails with it).
      */
     int (*fd_claim)(int fd);
+    /**
+     * Exclusive, right after a flush host_info.request_flush asked for:
+     * no translated block is left, and none is made until this returns.
+     * (The jitter switches what its lift-time hooks answer here.)
+     */
+    void (*flushed)(void);
 };
 
 /** Room a translation block may need, in bytes (sizes TBs; reserve() gets at most this + 32). */

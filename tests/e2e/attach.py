@@ -457,6 +457,52 @@ def case_rogue(c):
           % (out.decode().strip(), have, want))
 
 
+def case_zero(c):
+    """A guest run by QEMU -jitter with nobody attached is not instrumented; each attach (one at
+    a time, so every one is the first) has every TB re-translated before its stream starts and
+    each detach has them re-translated without records. So every window must still be a
+    contiguous run of the reference's events, per thread: a TB left from before a flush would
+    leave a gap (or none would be recorded at all)."""
+    jitter = os.environ.get("SLUICE_JITTER") or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(c.args.sluice))), "jitter",
+        "libsluice-jitter.so")
+    ref_path = c.path("zero.ref")
+    plain = start(c, common.cmd_plain("x86_64", c.prog, ["12"]), "zero-0", c.xdg)
+    g = start(c, [common.qemu_bin("x86_64"), "-jitter", jitter, c.prog, "12"], "zero", c.xdg,
+              {"QEMU_PLUGIN": "%s,out=%s,mode=dump" % (c.args.plugin, ref_path)})
+    sock, end = os.path.join(c.xdg, "sluice", "%d.sock" % g.pid), time.monotonic() + 20
+    while not os.path.exists(sock) and time.monotonic() < end:
+        time.sleep(0.02)
+    rnd, wins = random.Random(3), []
+    for k in range(25):
+        time.sleep(rnd.uniform(0.05, 0.3))  # nobody attached meanwhile
+        if g.poll() is not None or time.monotonic() > end - 9:
+            break
+        p, out = c.attach(g.pid, "zero-%d" % k, c.xdg)
+        sigint_ready(p.pid)
+        time.sleep(rnd.uniform(0.1, 0.4))
+        p.send_signal(signal.SIGINT)
+        rc, _, err = finish(p, 60)
+        c.check(rc == 0, "window %d: exit %s, stderr %r" % (k, rc, err[-300:]))
+        wins.append(out)
+    rc, out, err = finish(g, 60)
+    rc0, out0, _ = finish(plain, 60)
+    c.check(rc == 0 and out == out0, "QEMU -jitter: exit %s stdout %r, untraced exit %s stdout %r"
+            "; stderr %r" % (rc, out, rc0, out0, err[-300:]))
+    ref, nonempty, events = split_dump(ref_path), 0, 0
+    for k, out in enumerate(wins):
+        win = split_dump(out) if os.path.exists(out) else {}
+        nonempty += bool(win)
+        for tid, text in win.items():
+            events += text.count(b"\n") - 1
+            c.check(tid in ref and ref[tid].find(text) >= 0, "window %d thread %s: %d events, "
+                    "not contiguous in the reference" % (k, tid.decode(), text.count(b"\n") - 1))
+    c.check(len(wins) >= 10 and nonempty == len(wins), "%d of %d windows saw events"
+            % (nonempty, len(wins)))
+    print("zero: %d attaches to a process nobody else traced, each contiguous in the reference "
+          "(%d events in all)" % (len(wins), events))
+
+
 def case_kill(c):
     run = Run(c, "kill", 10, c.xdg)
     for k, delay in enumerate((0, 0.05, 0.3, 0.8, 1.5)):
@@ -683,7 +729,7 @@ def case_lossy(c):
 
 
 CASES = {"windows": case_windows, "kill": case_kill, "uid": case_uid, "garbage": case_garbage,
-         "ls": case_ls, "lossy": case_lossy, "rogue": case_rogue}
+         "ls": case_ls, "lossy": case_lossy, "rogue": case_rogue, "zero": case_zero}
 
 
 def main():
