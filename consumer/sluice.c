@@ -442,6 +442,22 @@ static void on_detach_signal(int sig)
     sluice_session__detach(attached); /* async-signal-safe; nothing if NULL */
 }
 
+/* The session, no longer reachable from the signal handler (which may then come again). */
+static struct sluice_session *detach_none(void)
+{
+    struct sluice_session *s = attached;
+    sigset_t block, old;
+
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    attached = NULL;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return s;
+}
+
 /* One line saying why attaching to @p pid failed (errno @p err). */
 static void attach_failed(uint32_t pid, int err)
 {
@@ -509,7 +525,7 @@ static int cmd_attach(int argc, char **argv)
     if (failed && sluice_session__counts(attached, &unused, NULL, NULL, 0) == 0) {
         /* Refused (another user, a full registry) or gone before WELCOME. */
         fprintf(stderr, "sluice: attach %u: %s\n", a.pid, sluice_session__error(attached));
-        sluice_session__free(attached);
+        sluice_session__free(detach_none());
         return 2;
     }
     if (failed) {
@@ -525,7 +541,7 @@ static int cmd_attach(int argc, char **argv)
         fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
         failed = 1;
     }
-    sluice_session__free(attached);
+    sluice_session__free(detach_none());
     return failed;
 }
 

@@ -153,8 +153,10 @@ static int send_to(unsigned i, const struct sluice_ctl_msg *m, int arena, time_t
  */
 static void cut_off(unsigned i, int err)
 {
-    fprintf(stderr, "sluice-jitter: consumer in slot %u dropped: cannot send to it (%s)\n", i,
-            strerror(-err));
+    if (err != -EPIPE && err != -ECONNRESET) { /* else it left: nothing to say */
+        fprintf(stderr, "sluice-jitter: consumer in slot %u dropped: cannot send to it (%s)\n", i,
+                strerror(-err));
+    }
     for (struct ring *r = jitter_rings(); r; r = r->next) {
         ring_slot_close(r, i);
     }
