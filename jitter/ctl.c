@@ -7,12 +7,17 @@
  * process. Slots are FREE, GOING (hung up: being taken out of the rings)
  * or LIVE (every ring is announced to it). A connection that has not yet
  * said HELLO or QUERY waits in one of PENDING_MAX entries past the slots
- * (PENDING), so connections that say nothing never keep a consumer out. Threads: ctl_init() and
- * ctl_wait_attach() on QEMU's main thread before any guest code; ctl_announce() on a vCPU thread
- * starting, under the ring-list lock; the fork and exit hooks as jitter_abi.h says; all the rest on
- * the control thread, which accepts consumers, answers HELLO and QUERY, and notices hang-ups.
- * Nothing here runs on the fast path; a vCPU waits here only to send a new ring to a consumer that
- * does not read its socket, for SEND_SECONDS at most, after which that consumer is dropped.
+ * (PENDING), so connections that say nothing never keep a consumer out.
+ * When the first consumer comes or the last one leaves, the jitter has
+ * QEMU flush its translation cache (jitter_consumers_changed()).
+ *
+ * Threads: ctl_init() and ctl_wait_attach() on QEMU's main thread before
+ * any guest code; ctl_announce() on a vCPU thread starting, under the
+ * ring-list lock; the fork and exit hooks as jitter_abi.h says; all the
+ * rest on the control thread, which accepts consumers, answers HELLO and
+ * QUERY, and notices hang-ups. Nothing here runs on the fast path; a vCPU
+ * waits here only to send a new ring to consumers that do not read their
+ * sockets, SEND_SECONDS at most in all, after which they are dropped.
  *
  * Lock order: the ring-list lock (jitter.c), then reg.lock, then
  * fds_lock(). Attaching takes the ring-list lock so that a consumer is

@@ -32,6 +32,7 @@ static struct {
     uint32_t seq;         /* rings made by this process so far */
     uint64_t ring_bytes;
     void (*request_flush)(void); /* QEMU's (host_info), NULL until the guest starts */
+    int started;                 /* the guest's first thread has started */
     char arch[16];
     char comm[16];
     int big_endian;
@@ -100,9 +101,8 @@ static int j_init(const struct sluice_host_info *info)
     err = ctl_init(J.arch, J.comm, o.consumer_fd, o.listen, o.wait_attach);
     if (err == 0) {
         ctl_wait_attach(); /* before the guest's first instruction */
-        /* Nothing is translated yet: no flush needed for this one. */
-        lift_enable(ctl_consumers() > 0);
         __atomic_store_n(&J.request_flush, info->request_flush, __ATOMIC_RELEASE);
+        lift_enable(ctl_consumers() > 0); /* nothing is translated yet: no flush */
     }
     return err;
 }
@@ -112,6 +112,14 @@ static void j_thread_start(struct sluice_thread_slot *slot, uint32_t tid)
     struct ring *r;
 
     pthread_mutex_lock(&J.lock);
+    if (!J.started) {
+        /* The guest's first thread, before anything is translated: a
+         * consumer that attached since init asked for a flush that may
+         * have found no vCPU to run it yet. (A forked child's first thread
+         * inherits the parent's translations and answers: not this.) */
+        lift_enable(ctl_consumers() > 0);
+        J.started = 1;
+    }
     r = ring_create(J.ring_bytes, (uint32_t)getpid(), tid, J.seq++, J.arch, J.comm, J.big_endian,
                     slot);
     if (!r) {
