@@ -396,6 +396,21 @@ static int lost_word(struct ring_state *r, uint64_t *copy, uint64_t lost)
 }
 
 /*
+ * A lossy ring: read (tail, lost) as one pair and go on from where the
+ * producer left our tail if it took what lay before. 0 or -EPROTO.
+ */
+static int catch_up(struct ring_state *r, uint64_t *tail, uint64_t *lost)
+{
+    if (ring_reader__lost(&r->rd, tail, lost) < 0) {
+        return -EPROTO;
+    }
+    if (*tail > r->rd.pos) {
+        r->rd.pos = *tail; /* the producer took what lay before */
+    }
+    return 0;
+}
+
+/*
  * A lossy ring's next span, into @p c: copied out of the ring, then taken
  * by moving our tail from its start to its end (ring_reader__claim). If
  * the producer moved the tail first, it took the span (lossy.c) and we go
@@ -418,11 +433,8 @@ static ssize_t take_lossy(struct ring_state *r, struct chunk *c)
         ssize_t n;
         int with_lost;
 
-        if (ring_reader__lost(&r->rd, &tail, &lost) < 0) {
+        if (catch_up(r, &tail, &lost) < 0) {
             return -EPROTO;
-        }
-        if (tail > r->rd.pos) {
-            r->rd.pos = tail; /* the producer took what lay before */
         }
         n = ring_reader__take(&r->rd, &words, &at);
         if (n <= 0 || at != tail) {
@@ -489,15 +501,18 @@ static int64_t lossy_avail(struct ring_state *r)
     for (int tries = 0; tries < 1000 && avail < 0; tries++) {
         uint64_t tail, lost;
 
-        if (ring_reader__lost(&r->rd, &tail, &lost) < 0) {
+        if (catch_up(r, &tail, &lost) < 0) {
             return -EPROTO;
-        }
-        if (tail > r->rd.pos) {
-            r->rd.pos = tail;
         }
         avail = ring_reader__avail(&r->rd);
     }
     return avail;
+}
+
+/* Bytes published past our position, lossy or not. */
+static int64_t avail_of(struct ring_state *r)
+{
+    return r->lossy ? lossy_avail(r) : ring_reader__avail(&r->rd);
 }
 
 /* Take one span and queue it as a chunk. Returns 0 or a negative errno. */
@@ -561,7 +576,7 @@ static void *ring_thread(void *arg)
         if (detached_here(r)) {
             break;
         }
-        int64_t avail = r->lossy ? lossy_avail(r) : ring_reader__avail(&r->rd);
+        int64_t avail = avail_of(r);
 
         if (avail < 0 || (avail > 0 && read_chunk(r) < 0) ||
             __atomic_load_n(&r->failed, __ATOMIC_RELAXED)) {
@@ -574,7 +589,7 @@ static void *ring_thread(void *arg)
             break;
         }
         if (avail == 0) {
-            if (ring_ended(r) && (r->lossy ? lossy_avail(r) : ring_reader__avail(&r->rd)) == 0) {
+            if (ring_ended(r) && avail_of(r) == 0) {
                 /* Ended without closing: its process died mid-flight, or
                  * the jitter dropped us (it closed our slot first). */
                 if (ring_reader__closed(&r->rd) || r->salvaged >= 0) {
