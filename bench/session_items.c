@@ -87,10 +87,17 @@ static void *fake_jitter(void *arg)
     struct sluice_ctl_msg m = {0};
     pthread_t th[MAX_RINGS];
 
+    int tails_fd;
+
+    if (!test_tails(&tails_fd)) {
+        perror("tail file");
+        exit(1);
+    }
     m.type = SLUICE_CTL_WELCOME;
     m.version = SLUICE_CTL_VERSION;
     m.pid = 1000;
-    send_fd(j->fd, &m, -1);
+    m.tail_bytes = SLUICE_TAIL_BYTES;
+    send_fd(j->fd, &m, tails_fd);
     for (int i = 0; i < j->n; i++) {
         memset(&m, 0, sizeof(m));
         m.type = SLUICE_CTL_RING;
@@ -98,6 +105,7 @@ static void *fake_jitter(void *arg)
         m.pid = j->p[i].ring.hdr->pid;
         m.tid = j->p[i].ring.hdr->tid;
         m.ring_bytes = j->p[i].ring.size;
+        m.line = j->p[i].ring.line;
         send_fd(j->fd, &m, j->p[i].ring.fd);
         pthread_create(&th[i], NULL, produce, &j->p[i]);
     }

@@ -2,7 +2,8 @@
 /*
  * ring_reader.c — the consumer's view of one ring (layout: sluice/record.h).
  *
- * Owns the mapping of one ring memfd and this consumer's tail in it. Runs on
+ * Owns the read-only mapping of one ring; writes only this consumer's line
+ * of its tail file (record.h). Runs on
  * the session's reader thread for that ring, except ring_reader__release()
  * and ring_reader__intact() (any thread). The producer is another process
  * that may be buggy or hostile: every header field is validated once at
@@ -16,6 +17,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -99,10 +101,10 @@ static int map_ring(struct ring_reader *r, int fd, uint64_t offset, uint64_t siz
     if (base == MAP_FAILED) {
         return fail(r, errno, "ring: reserving %zu bytes: %s", len, strerror(errno));
     }
-    /* The header is written (tail, futex words); the data is only read. */
+    /* All of it read-only: our words are in our tail file. */
     off_t hdr = (off_t)offset, first = hdr + SLUICE_RING_HDR_BYTES;
 
-    if (mmap(base, SLUICE_RING_HDR_BYTES, PROT_READ | PROT_WRITE, flags, fd, hdr) == MAP_FAILED ||
+    if (mmap(base, SLUICE_RING_HDR_BYTES, PROT_READ, flags, fd, hdr) == MAP_FAILED ||
         mmap(data, size, PROT_READ, flags, fd, first) == MAP_FAILED ||
         mmap(data + size, size, PROT_READ, flags, fd, first) == MAP_FAILED) {
         int err = errno;
@@ -118,15 +120,21 @@ static int map_ring(struct ring_reader *r, int fd, uint64_t offset, uint64_t siz
     return 0;
 }
 
-int ring_reader__open(struct ring_reader *r, int fd, uint64_t offset, unsigned slot)
+int ring_reader__open(struct ring_reader *r, int fd, uint64_t offset, unsigned slot,
+                      struct sluice_ring_tail *tail)
 {
     struct sluice_ring_hdr h;
     struct stat st;
-    int err;
+    int err, seals;
 
     memset(r, 0, sizeof(*r));
     if (fstat(fd, &st) < 0) {
         return fail(r, errno, "ring: fstat: %s", strerror(errno));
+    }
+    /* A file that can shrink under our mapping could make us die of SIGBUS. */
+    seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+        return fail(r, EINVAL, "ring: the arena is not sealed against shrinking (F_SEAL_SHRINK)");
     }
     /* Validate a private copy, so the producer cannot change what we checked. */
     if (offset % SLUICE_RING_HDR_BYTES != 0 || offset > (uint64_t)INT64_MAX ||
@@ -143,7 +151,8 @@ int ring_reader__open(struct ring_reader *r, int fd, uint64_t offset, unsigned s
         r->blocks_offset = h.blocks_offset;
         r->blocks_bytes = h.blocks_bytes;
         r->slot = slot;
-        r->pos = __atomic_load_n(&r->hdr->consumer[slot].tail, __ATOMIC_ACQUIRE);
+        r->tail = tail;
+        r->pos = __atomic_load_n(&tail->tail, __ATOMIC_ACQUIRE);
     }
     return err;
 }
@@ -245,7 +254,7 @@ uint64_t ring_reader__head(const struct ring_reader *r)
 
 int ring_reader__slot_open(const struct ring_reader *r)
 {
-    return __atomic_load_n(&r->hdr->consumer[r->slot].active, __ATOMIC_ACQUIRE) != 0;
+    return __atomic_load_n(&r->hdr->slot[r->slot].active, __ATOMIC_ACQUIRE) != 0;
 }
 
 int ring_reader__closed(const struct ring_reader *r)
@@ -285,7 +294,7 @@ int ring_reader__intact(const struct ring_reader *r, uint64_t at)
 
 void ring_reader__release(struct ring_reader *r, uint64_t end)
 {
-    struct sluice_ring_consumer *c = &r->hdr->consumer[r->slot];
+    struct sluice_ring_tail *c = r->tail;
     uint64_t old = __atomic_load_n(&c->tail, __ATOMIC_RELAXED);
 
     /* Monotonic whoever calls (the ordering thread in order, the reader
@@ -298,7 +307,7 @@ void ring_reader__release(struct ring_reader *r, uint64_t end)
         }
     } while (
         !__atomic_compare_exchange_n(&c->tail, &old, end, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
-    if (__atomic_load_n(&c->producer_waiting, __ATOMIC_SEQ_CST)) {
+    if (__atomic_load_n(&r->hdr->slot[r->slot].producer_waiting, __ATOMIC_SEQ_CST)) {
         __atomic_fetch_add(&c->tail_futex, 1, __ATOMIC_RELEASE);
         futex(&c->tail_futex, FUTEX_WAKE, INT_MAX, NULL);
     }
@@ -306,23 +315,22 @@ void ring_reader__release(struct ring_reader *r, uint64_t end)
 
 int ring_reader__claim(struct ring_reader *r, uint64_t at, uint64_t end)
 {
-    struct sluice_ring_consumer *c = &r->hdr->consumer[r->slot];
-
     /* Sequentially consistent: the copy's loads come before it, and the
      * producer's take (lossy.c) is a compare-and-swap of the same word
      * before it overwrites: if ours wins, the copy was whole. */
-    return __atomic_compare_exchange_n(&c->tail, &at, end, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return __atomic_compare_exchange_n(&r->tail->tail, &at, end, 0, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_SEQ_CST);
 }
 
 int ring_reader__lost(struct ring_reader *r, uint64_t *tail, uint64_t *lost)
 {
-    const struct sluice_ring_consumer *c = &r->hdr->consumer[r->slot];
+    const struct sluice_ring_slot *c = &r->hdr->slot[r->slot];
 
     for (int k = 0; k < 100000; k++) {
         /* Acquire pairs with the producer's release store making it even. */
         uint32_t seq = __atomic_load_n(&c->lost_seq, __ATOMIC_ACQUIRE);
 
-        *tail = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);
+        *tail = __atomic_load_n(&r->tail->tail, __ATOMIC_ACQUIRE);
         *lost = __atomic_load_n(&c->lost_events, __ATOMIC_ACQUIRE);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (!(seq & 1) && __atomic_load_n(&c->lost_seq, __ATOMIC_RELAXED) == seq) {
@@ -350,23 +358,25 @@ void ring_reader__wake(struct ring_reader *r)
 {
     /* No change of the futex word (it is the producer's): a sleeper is woken,
      * one about to sleep re-checks within its timeout. */
-    futex(&r->hdr->head_futex, FUTEX_WAKE, INT_MAX, NULL);
+    futex((uint32_t *)&r->hdr->head_futex, FUTEX_WAKE, INT_MAX, NULL);
 }
 
 int ring_reader__wait(struct ring_reader *r, int timeout_ms)
 {
     struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000};
-    struct sluice_ring_hdr *h = r->hdr;
+    const struct sluice_ring_hdr *h = r->hdr;
     uint32_t seen;
 
     /* Announce ourselves before re-checking head (sequentially consistent):
-     * the producer stores head, then reads consumers_waiting, so either it
-     * sees us and wakes the futex, or we see its new head here. */
-    __atomic_fetch_add(&h->consumers_waiting, 1, __ATOMIC_SEQ_CST);
+     * the producer stores head, then reads our head_waiting, so either it
+     * sees us and wakes the futex, or we see its new head here. One reader
+     * thread per ring and session: a store, not a count. */
+    __atomic_store_n(&r->tail->head_waiting, 1, __ATOMIC_SEQ_CST);
     seen = __atomic_load_n(&h->head_futex, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&h->head, __ATOMIC_SEQ_CST) == r->pos && !ring_reader__closed(r)) {
-        futex(&h->head_futex, FUTEX_WAIT, seen, &ts);
+        /* A wait needs only read access: the header is mapped read-only. */
+        futex((uint32_t *)&h->head_futex, FUTEX_WAIT, seen, &ts);
     }
-    __atomic_fetch_sub(&h->consumers_waiting, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&r->tail->head_waiting, 0, __ATOMIC_SEQ_CST);
     return 0;
 }

@@ -22,36 +22,41 @@
 
 /** One mapped ring, read through consumer slot `slot`. */
 struct ring_reader {
-    struct sluice_ring_hdr *hdr; /**< shared header page */
-    const uint8_t *data;         /**< data area, mapped twice back to back */
-    uint64_t size;               /**< data_size in bytes, a power of two */
-    uint64_t pos;                /**< reader thread: end of the spans taken (a position) */
-    unsigned slot;               /**< consumer slot index in hdr->consumer[] */
-    void *map;                   /**< whole reservation, for munmap */
-    size_t map_len;              /**< bytes of the reservation */
-    uint64_t salvaged;           /**< end of the records ring_reader__salvage() found (0: none) */
-    uint64_t ino;                /**< inode of the memfd, with the offset: which ring this is */
-    uint64_t offset;             /**< file offset of the ring's header */
-    uint64_t blocks_offset;      /**< the header's blocks_offset, as validated (block_table.h) */
-    uint64_t blocks_bytes;       /**< the header's blocks_bytes, as validated (0: no table) */
-    char err[192];               /**< last error, NUL-terminated ("" if none) */
+    const struct sluice_ring_hdr *hdr; /**< shared header page, read-only */
+    struct sluice_ring_tail *tail;     /**< our words for this ring, in our tail file */
+    const uint8_t *data;               /**< data area, mapped twice back to back */
+    uint64_t size;                     /**< data_size in bytes, a power of two */
+    uint64_t pos;                      /**< reader thread: end of the spans taken (a position) */
+    unsigned slot;                     /**< consumer slot index in hdr->slot[] */
+    void *map;                         /**< whole reservation, for munmap */
+    size_t map_len;                    /**< bytes of the reservation */
+    uint64_t salvaged;      /**< end of the records ring_reader__salvage() found (0: none) */
+    uint64_t ino;           /**< inode of the memfd, with the offset: which ring this is */
+    uint64_t offset;        /**< file offset of the ring's header */
+    uint64_t blocks_offset; /**< the header's blocks_offset, as validated (block_table.h) */
+    uint64_t blocks_bytes;  /**< the header's blocks_bytes, as validated (0: no table) */
+    char err[192];          /**< last error, NUL-terminated ("" if none) */
 };
 
 /**
- * Map the ring at file offset @p offset of the arena memfd @p fd and
- * validate its header (magic, version, hdr_bytes, data_size a power of two
- * no smaller than a page, file size), and copy where it says the process's
- * block table is (blocks_offset, blocks_bytes: checked and mapped by
- * block_tables__get()). Does not take ownership of @p fd (the
- * mapping stays valid after close). The reader starts at the slot's
- * current tail.
+ * Map the ring at file offset @p offset of the arena memfd @p fd, read-only,
+ * and validate its header (magic, version, hdr_bytes, data_size a power of
+ * two no smaller than a page, file size, the file sealed against
+ * shrinking), and copy where it says the process's block table is
+ * (blocks_offset, blocks_bytes: checked and mapped by block_tables__get()).
+ * Does not take ownership of @p fd (the mapping stays valid after close).
+ * The reader starts at the tail in @p tail.
  * @param[out] r      reader to fill (zeroed first)
  * @param      offset of the ring's header, a multiple of SLUICE_RING_HDR_BYTES
  * @param      slot   consumer slot given by the jitter, < SLUICE_MAX_CONSUMERS
- * @return 0; -EINVAL (bad header or offset, r->err names the field),
- *         -errno from fstat/mmap. On error nothing stays mapped.
+ * @param      tail   our words for this ring (a line of our tail file, record.h),
+ *                    mapped for as long as the reader lives
+ * @return 0; -EINVAL (bad header or offset, an arena that can shrink:
+ *         r->err names the field), -errno from fstat/mmap. On error nothing
+ *         stays mapped.
  */
-int ring_reader__open(struct ring_reader *r, int fd, uint64_t offset, unsigned slot);
+int ring_reader__open(struct ring_reader *r, int fd, uint64_t offset, unsigned slot,
+                      struct sluice_ring_tail *tail);
 
 /**
  * The producer died without closing the ring (SIGKILL, or a sibling
@@ -123,14 +128,14 @@ void ring_reader__release(struct ring_reader *r, uint64_t end);
  * Lossy slots: take the span [@p at, @p end) the caller has copied, by
  * moving the tail from @p at to @p end (compare-and-swap). It fails if the
  * producer moved the tail first: it took the span, and counted it lost
- * (record.h, struct sluice_ring_consumer). Reader thread.
+ * (record.h, struct sluice_ring_tail). Reader thread.
  * @return 1 taken (the copy is what the producer wrote), 0 not.
  */
 int ring_reader__claim(struct ring_reader *r, uint64_t at, uint64_t end);
 
 /**
  * Lossy slots: read the tail and the events the producer took from us
- * (lost_events) as one consistent pair (lost_seq), so that @p lost counts
+ * (the slot's lost_events) as one consistent pair (lost_seq), so that @p lost counts
  * exactly the events it took below @p tail. Reader thread.
  * @return 0, or -EPROTO if no consistent pair came in many tries (a
  *         producer that keeps lost_seq odd), r->err says so.

@@ -28,6 +28,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "block_table.h"
@@ -89,6 +91,10 @@ struct sluice_session {
     struct ring_state *rings, **rings_tail;
     size_t n_rings;
     struct block_tables tables; /* one per arena, shared by its rings */
+    /* Our tail file (WELCOME's; record.h), mapped as far as it may grow,
+     * or NULL; and its descriptor, to see how far it has grown (add_ring). */
+    struct sluice_ring_tail *tails;
+    int tails_fd;
     struct chunk_pool pool;
     struct workq wq;
     struct order ord;
@@ -147,6 +153,7 @@ struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callb
     memcpy(&s->cb, cb, cb->sz < sizeof(s->cb) ? cb->sz : sizeof(s->cb));
     s->fd = ctl_fd;
     s->wake[0] = s->wake[1] = -1;
+    s->tails_fd = -1;
     s->welcome_ms = -1;
     s->lossless = !(opts && opts->lossy);
     s->workers = opts ? opts->workers : 0;
@@ -690,6 +697,16 @@ static int start_reader(struct sluice_session *s, struct ring_state *r)
     return err;
 }
 
+/* Whether line @p line of our tail file is there to touch (the jitter grows
+ * the file before it names a line; it can never shrink: map_tails()). */
+static int tail_line_ok(const struct sluice_session *s, uint32_t line)
+{
+    struct stat st;
+
+    return s->tails && line < SLUICE_TAIL_LINES && fstat(s->tails_fd, &st) == 0 &&
+           (uint64_t)st.st_size >= ((uint64_t)line + 1) * sizeof(struct sluice_ring_tail);
+}
+
 static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, int fd)
 {
     struct ring_state *r = calloc(1, sizeof(*r));
@@ -700,7 +717,15 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
         close(fd);
         return;
     }
-    err = ring_reader__open(&r->rd, fd, m->offset, m->slot);
+    if (!tail_line_ok(s, m->line)) {
+        close(fd);
+        set_error(s, -EPROTO,
+                  "refused the ring of tid %u: line %u is past the end of the tail file", m->tid,
+                  m->line);
+        free(r);
+        return;
+    }
+    err = ring_reader__open(&r->rd, fd, m->offset, m->slot, s->tails + m->line);
     if (err) {
         close(fd);
         set_error(s, err == -EINVAL ? -EPROTO : err, "tid %u: %s", m->tid, r->rd.err);
@@ -746,6 +771,39 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
     s->n_rings++;
 }
 
+/*
+ * Map the tail file @p fd that came with WELCOME (record.h) whole, as far
+ * as it may grow (SLUICE_TAIL_BYTES), and keep @p fd: a line is touched
+ * only once the file holds it (tail_line_ok()), and the file must be
+ * sealed against shrinking, so nobody can take it back from under us.
+ * Returns 0 or a negative errno (the session's error set); @p fd is ours.
+ */
+static int map_tails(struct sluice_session *s, int fd, uint64_t bytes)
+{
+    void *p;
+    int seals;
+
+    if (fd < 0) {
+        return set_error(s, -EPROTO, "control socket: WELCOME without a tail file");
+    }
+    seals = fcntl(fd, F_GET_SEALS);
+    if (bytes != SLUICE_TAIL_BYTES || seals < 0 || !(seals & F_SEAL_SHRINK)) {
+        close(fd);
+        return set_error(s, -EPROTO,
+                         "control socket: WELCOME's tail file is not sealed against shrinking, "
+                         "or not of %llu bytes at most (it says %llu)",
+                         (unsigned long long)SLUICE_TAIL_BYTES, (unsigned long long)bytes);
+    }
+    p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (p == MAP_FAILED) {
+        close(fd);
+        return set_error(s, -errno, "mapping the tail file: %s", strerror(errno));
+    }
+    s->tails = p;
+    s->tails_fd = fd;
+    return 0;
+}
+
 /* Read the WELCOME (or REFUSED). Returns 0 or a negative errno. */
 static int read_welcome(struct sluice_session *s)
 {
@@ -766,7 +824,9 @@ static int read_welcome(struct sluice_session *s)
                          s->welcome_ms / 1000);
     }
     n = ctl_recv(s->fd, &m, &fd);
-
+    if (n > 0 && m.type == SLUICE_CTL_WELCOME && m.version == SLUICE_CTL_VERSION) {
+        return map_tails(s, fd, m.tail_bytes);
+    }
     if (fd >= 0) {
         close(fd);
     }
@@ -991,6 +1051,10 @@ void sluice_session__free(struct sluice_session *s)
         if (s->wake[i] >= 0) {
             close(s->wake[i]);
         }
+    }
+    if (s->tails) {
+        munmap(s->tails, (size_t)SLUICE_TAIL_BYTES);
+        close(s->tails_fd);
     }
     pthread_mutex_destroy(&s->err_lock);
     pthread_mutex_destroy(&s->rings_lock);

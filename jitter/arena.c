@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -15,18 +16,42 @@
 
 static struct {
     int fd;        /* the memfd (registered with fds.c), -1 if none */
+    int ro_fd;     /* the same file opened read-only, for consumers (registered), -1 if none */
     uint64_t size; /* file bytes handed out so far */
-} arena = {-1, 0};
+} arena = {-1, -1, 0};
+
+/* A read-only descriptor of memfd @p fd (its /proc name opened O_RDONLY), or -errno. */
+static int open_read_only(int fd)
+{
+    char path[64];
+    int ro;
+
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    ro = open(path, O_RDONLY | O_CLOEXEC);
+    return ro < 0 ? -errno : ro;
+}
 
 int arena_open(void)
 {
-    int fd = memfd_create("sluice-rings", MFD_CLOEXEC);
+    int fd = memfd_create("sluice-rings", MFD_CLOEXEC | MFD_ALLOW_SEALING), ro;
 
     if (fd < 0) {
         return -errno;
     }
+    /* Nobody shrinks it under a mapping (a SIGBUS in QEMU or a consumer). */
+    ro = fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) < 0 ? -errno : open_read_only(fd);
+    if (ro < 0) {
+        close(fd);
+        return ro;
+    }
     if (fds_adopt(fd, &arena.fd) < 0) {
         close(fd);
+        close(ro);
+        return -EMFILE;
+    }
+    if (fds_adopt(ro, &arena.ro_fd) < 0) {
+        close(ro);
+        arena_forget();
         return -EMFILE;
     }
     arena.size = 0;
@@ -35,17 +60,26 @@ int arena_open(void)
 
 void arena_forget(void)
 {
-    if (arena.fd >= 0) {
-        fds_drop(&arena.fd);
-        close(arena.fd);
+    int *fd[] = {&arena.fd, &arena.ro_fd};
+
+    for (unsigned i = 0; i < 2; i++) {
+        if (*fd[i] >= 0) {
+            fds_drop(fd[i]);
+            close(*fd[i]);
+        }
+        *fd[i] = -1;
     }
-    arena.fd = -1;
     arena.size = 0;
 }
 
 int arena_fd(void)
 {
     return arena.fd;
+}
+
+int arena_ro_fd(void)
+{
+    return arena.ro_fd;
 }
 
 int arena_alloc(uint64_t bytes, uint64_t *offset)

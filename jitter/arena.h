@@ -17,7 +17,11 @@
 
 #include <stdint.h>
 
-/** Create this process's arena (at init, and in a child after fork). @return 0 or -errno. */
+/**
+ * Create this process's arena (at init, and in a child after fork), sealed
+ * against shrinking, and its read-only descriptor (through /proc/self/fd).
+ * @return 0 or -errno (nothing is left open).
+ */
 int arena_open(void);
 
 /** Forget the parent's arena in a child after fork (close our copy of its memfd). */
@@ -25,6 +29,12 @@ void arena_forget(void);
 
 /** The arena's descriptor, or -1 before arena_open(). */
 int arena_fd(void);
+
+/**
+ * The arena opened read-only, the descriptor consumers are given (they map
+ * rings PROT_READ: record.h), or -1 before arena_open().
+ */
+int arena_ro_fd(void);
 
 /**
  * Grow the arena by @p bytes (a multiple of the page size).

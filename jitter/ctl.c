@@ -29,6 +29,7 @@
 #include "ctl_sock.h"
 #include "fds.h"
 #include "jitter.h"
+#include "tails.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -82,6 +83,9 @@ static struct {
     .listen_fd = -1,
 };
 
+/* What a message carries (SCM_RIGHTS). */
+enum pass { PASS_NONE, PASS_ARENA, PASS_TAIL };
+
 /* Change slot @p i's state, counting LIVE ones; caller holds reg.lock. */
 static void set_state(unsigned i, enum slot_state st)
 {
@@ -126,21 +130,24 @@ static int send_on(int fd, const struct sluice_ctl_msg *m, int pass_fd, int flag
 }
 
 /*
- * Send @p m to slot @p i (with the arena attached if @p arena), caller
- * holding reg.lock. The descriptors' numbers are read and used under
- * fds_lock() (a guest's dup2 may move them), which is never held while
- * waiting: a full socket is waited for with poll, until @p until at most
- * (one deadline for all the consumers a ring goes to, so consumers that do
- * not read hold a new thread back SEND_SECONDS in all, not each).
+ * Send @p m to slot @p i (with the read-only arena or the tail file
+ * attached, as @p pass says), caller holding reg.lock. The descriptors' numbers are read and used
+ * under fds_lock() (a guest's dup2 may move them), which is never held while waiting: a full socket
+ * is waited for with poll, until @p until at most (one deadline for all the consumers a ring goes
+ * to, so consumers that do not read hold a new thread back SEND_SECONDS in all, not each).
  */
-static int send_to(unsigned i, const struct sluice_ctl_msg *m, int arena, time_t until)
+static int send_to(unsigned i, const struct sluice_ctl_msg *m, enum pass pass, time_t until)
 {
     int fd, err;
 
     for (;;) {
         fds_lock();
         fd = reg.c[i].fd;
-        err = send_on(fd, m, arena ? arena_fd() : -1, MSG_DONTWAIT);
+        err = send_on(fd, m,
+                      pass == PASS_ARENA  ? arena_ro_fd()
+                      : pass == PASS_TAIL ? tails_fd(i)
+                                          : -1,
+                      MSG_DONTWAIT);
         fds_unlock();
         if (err != -EAGAIN || now_s() > until) {
             return err;
@@ -156,11 +163,10 @@ static int send_to(unsigned i, const struct sluice_ctl_msg *m, int arena, time_t
  * as "dropped", not as the end of the trace, when its socket then ends),
  * then its socket is shut down (the control thread reaps it).
  */
-static void cut_off(unsigned i, int err)
+static void cut_off(unsigned i, const char *why)
 {
-    if (err != -EPIPE && err != -ECONNRESET) { /* else it left: nothing to say */
-        fprintf(stderr, "sluice-jitter: consumer in slot %u dropped: cannot send to it (%s)\n", i,
-                strerror(-err));
+    if (why) {
+        fprintf(stderr, "sluice-jitter: consumer in slot %u dropped: %s\n", i, why);
     }
     for (struct ring *r = jitter_rings(); r; r = r->next) {
         ring_slot_close(r, i);
@@ -171,7 +177,17 @@ static void cut_off(unsigned i, int err)
     set_state(i, GOING);
 }
 
-static void ring_msg(const struct ring *r, unsigned slot, struct sluice_ctl_msg *m)
+/* Why a send to a consumer failed, or NULL if it left (nothing to say). */
+static const char *send_failed(int err, char *buf, size_t size)
+{
+    if (err == -EPIPE || err == -ECONNRESET) {
+        return NULL;
+    }
+    snprintf(buf, size, "cannot send to it (%s)", strerror(-err));
+    return buf;
+}
+
+static void ring_msg(const struct ring *r, unsigned slot, uint32_t line, struct sluice_ctl_msg *m)
 {
     memset(m, 0, sizeof(*m));
     m->type = SLUICE_CTL_RING;
@@ -181,21 +197,31 @@ static void ring_msg(const struct ring *r, unsigned slot, struct sluice_ctl_msg 
     m->slot = slot;
     m->ring_bytes = r->size;
     m->offset = r->offset;
+    m->line = line;
     snprintf(m->arch, sizeof(m->arch), "%s", reg.arch);
 }
 
 /* Give ring @p r to LIVE slot @p i; caller holds the ring-list lock and reg.lock. */
 static void give_ring(struct ring *r, unsigned i, time_t until)
 {
+    struct sluice_ring_tail *tail;
     struct sluice_ctl_msg m;
+    long line = tails_line(i, &tail);
+    char why[96];
     int err;
 
-    ring_slot_open(r, i, reg.c[i].lossless);
-    ring_msg(r, i, &m);
-    err = send_to(i, &m, 1, until);
+    if (line < 0) {
+        snprintf(why, sizeof(why), "no line left in its tail file for tid %u (%s)", r->hdr->tid,
+                 strerror((int)-line));
+        cut_off(i, why);
+        return;
+    }
+    ring_slot_open(r, i, reg.c[i].lossless, tail);
+    ring_msg(r, i, (uint32_t)line, &m);
+    err = send_to(i, &m, PASS_ARENA, until);
     if (err < 0) {
         ring_slot_close(r, i); /* not yet in the list when a new ring is announced */
-        cut_off(i, err);
+        cut_off(i, send_failed(err, why, sizeof(why)));
     }
 }
 
@@ -216,6 +242,9 @@ void ctl_announce(struct ring *r)
 /* Release slot @p i (its descriptor closed); caller holds reg.lock. */
 static void release(unsigned i)
 {
+    if (i < SLUICE_MAX_CONSUMERS) {
+        tails_drop(i); /* the file lives on in the mappings that still hold it */
+    }
     fds_drop(&reg.c[i].fd);
     close(reg.c[i].fd);
     reg.c[i] = (struct consumer){.fd = -1, .state = FREE};
@@ -278,25 +307,51 @@ static int take_slot(unsigned p)
     return (int)i;
 }
 
-/* HELLO from the connection in slot @p i: WELCOME, then every ring alive now, then LIVE. */
-static void attach(unsigned i, const struct sluice_ctl_msg *hello)
+/*
+ * Give slot @p i a new tail file and send WELCOME with it; caller holds
+ * reg.lock. @return 0, or -1 after refusing the consumer (the slot is free).
+ * The file's descriptor stays ours until the slot is released: it grows as
+ * rings are given (tails.c).
+ */
+static int welcome(unsigned i, time_t until)
 {
     struct sluice_ctl_msg w = {.type = SLUICE_CTL_WELCOME, .version = SLUICE_CTL_VERSION};
-    struct ring *r;
-    time_t until;
-    int err, first = 0;
+    char why[96];
+    int err;
 
     w.pid = (uint32_t)getpid();
     w.slot = i;
+    w.tail_bytes = SLUICE_TAIL_BYTES;
     snprintf(w.arch, sizeof(w.arch), "%s", reg.arch);
+    err = tails_new(i);
+    if (err < 0) {
+        snprintf(why, sizeof(why), "no tail file for it (%s)", strerror(-err));
+        fprintf(stderr, "sluice-jitter: consumer refused: %s\n", why);
+        fds_lock();
+        refuse(reg.c[i].fd, why);
+        fds_unlock();
+        release(i);
+        return -1;
+    }
+    err = send_to(i, &w, PASS_TAIL, until);
+    if (err < 0) {
+        cut_off(i, send_failed(err, why, sizeof(why)));
+    }
+    return 0;
+}
+
+/* HELLO from the connection in slot @p i: WELCOME, then every ring alive now, then LIVE. */
+static void attach(unsigned i, const struct sluice_ctl_msg *hello)
+{
+    struct ring *r;
+    time_t until;
+    int first = 0;
+
     jitter_rings_lock();
     pthread_mutex_lock(&reg.lock);
     reg.c[i].lossless = hello->lossless != 0;
     until = now_s() + SEND_SECONDS;
-    err = send_to(i, &w, 0, until);
-    if (err < 0) {
-        cut_off(i, err);
-    } else {
+    if (welcome(i, until) == 0 && reg.c[i].state != GOING) {
         set_state(i, LIVE);
         first = ctl_consumers() == 1;
         for (r = jitter_rings(); r && reg.c[i].state == LIVE; r = r->next) {
@@ -322,7 +377,7 @@ static void count_ring(struct ring *r, void *arg)
     m->lost += __atomic_load_n(&r->hdr->lost, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
         if (ring_slot_lossy(r, i)) {
-            m->lost += __atomic_load_n(&r->hdr->consumer[i].lost_events, __ATOMIC_RELAXED);
+            m->lost += __atomic_load_n(&r->hdr->slot[i].lost_events, __ATOMIC_RELAXED);
         }
     }
 }
@@ -603,6 +658,12 @@ int ctl_init(const char *arch, const char *comm, int fd, int listen, unsigned wa
     snprintf(reg.arch, sizeof(reg.arch), "%s", arch);
     snprintf(reg.comm, sizeof(reg.comm), "%s", comm);
     reg.waiting = wait_attach;
+    err = tails_init();
+    if (err < 0) {
+        fprintf(stderr, "sluice-jitter: cannot reserve the consumers' tail files: %s\n",
+                strerror(-err));
+        return err;
+    }
     if (fd >= 0) {
         if (fcntl(fd, F_GETFD) < 0) {
             fprintf(stderr, "sluice-jitter: consumer_fd=%d is not an open file descriptor\n", fd);

@@ -17,8 +17,12 @@
 #ifndef SLUICE_JITTER_FDS_H
 #define SLUICE_JITTER_FDS_H
 
-/** Most descriptors the jitter holds at once. */
-#define FDS_MAX 32 /* the arena, the listening socket, 16 consumers, 8 pending, and room */
+/**
+ * Most descriptors the jitter holds at once: the arena (read-write and
+ * read-only), the listening socket, 16 consumers and their tail files,
+ * 8 pending connections, and room.
+ */
+#define FDS_MAX 48
 
 /**
  * Move the new descriptor @p fd to a free number at the top of the guest's

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * lossy.c — what lossy consumers lose, counted exactly (record.h,
- * struct sluice_ring_consumer: tail, lost_events, lost_seq).
+ * lossy.c — what lossy consumers lose, counted exactly (record.h: the
+ * tail of struct sluice_ring_tail, lost_events and lost_seq of struct
+ * sluice_ring_slot).
  *
  * The producer never waits for a lossy consumer. Before it writes into a
  * chunk of its ring, it takes from every lossy consumer the bytes of the
@@ -67,11 +68,13 @@ static uint64_t events_in(const struct ring *r, uint64_t from, uint64_t end)
     return events;
 }
 
-/* Take from lossy slot @p c what it has not taken of the chunk ending at @p end. */
-static void take_from(struct ring *r, struct sluice_ring_consumer *c, uint64_t end)
+/* Take from lossy slot @p i what it has not taken of the chunk ending at @p end. */
+static void take_from(struct ring *r, unsigned i, uint64_t end)
 {
+    struct sluice_ring_slot *c = &r->hdr->slot[i];
+    struct sluice_ring_tail *t = r->tail[i];
     uint64_t start = end - SLUICE_CHUNK_BYTES;
-    uint64_t tail = __atomic_load_n(&c->tail, __ATOMIC_SEQ_CST);
+    uint64_t tail = __atomic_load_n(&t->tail, __ATOMIC_SEQ_CST);
 
     while (tail < end) {
         uint64_t lost = events_in(r, tail > start ? tail : start, end);
@@ -79,7 +82,7 @@ static void take_from(struct ring *r, struct sluice_ring_consumer *c, uint64_t e
         int taken;
 
         __atomic_store_n(&c->lost_seq, seq | 1, __ATOMIC_SEQ_CST); /* odd: changing */
-        taken = __atomic_compare_exchange_n(&c->tail, &tail, end, 0, __ATOMIC_SEQ_CST,
+        taken = __atomic_compare_exchange_n(&t->tail, &tail, end, 0, __ATOMIC_SEQ_CST,
                                             __ATOMIC_SEQ_CST);
         if (taken) {
             __atomic_store_n(&c->lost_events, c->lost_events + lost, __ATOMIC_RELAXED);
@@ -104,7 +107,7 @@ void lossy_take(struct ring *r, uint64_t chunk)
     end = chunk - r->size + SLUICE_CHUNK_BYTES;
     for (i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
         if (ring_slot_lossy(r, i)) {
-            take_from(r, &r->hdr->consumer[i], end);
+            take_from(r, i, end);
         }
     }
     /* The chunk's bytes are written after every take above (translated

@@ -10,8 +10,9 @@
  * Memory ordering: records are plain stores by translated code; the release
  * store of hdr->head in ring_publish() pairs with the consumer's acquire load
  * of head, so a consumer that sees a head sees every record before it. The
- * consumers' release stores of their tails pair with the acquire loads in
- * free_bytes(): we never reuse bytes a consumer may still be copying.
+ * consumers' release stores of their tails (in their tail files, record.h)
+ * pair with the acquire loads in free_bytes(): we never reuse bytes a
+ * consumer may still be copying.
  */
 #include "ring.h"
 
@@ -137,13 +138,14 @@ static int has_consumer(const struct ring *r)
  * moves up to head (the consumer has not been told of the ring yet, so no
  * byte it reads is skipped).
  */
-void ring_slot_open(struct ring *r, unsigned i, int lossless)
+void ring_slot_open(struct ring *r, unsigned i, int lossless, struct sluice_ring_tail *tail)
 {
-    struct sluice_ring_consumer *c = &r->hdr->consumer[i];
+    struct sluice_ring_slot *c = &r->hdr->slot[i];
     uint64_t head = __atomic_load_n(&r->hdr->head, __ATOMIC_ACQUIRE), now;
     uint32_t bit = 1u << i;
 
-    __atomic_store_n(&c->tail, head, __ATOMIC_RELAXED);
+    __atomic_store_n(&tail->tail, head, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->tail[i], tail, __ATOMIC_RELAXED);
     c->lossless = (uint32_t)lossless; /* for consumers to read; we keep our own */
     c->producer_waiting = 0;
     c->lost_events = 0;
@@ -158,14 +160,18 @@ void ring_slot_open(struct ring *r, unsigned i, int lossless)
     __atomic_store_n(&c->active, 1, __ATOMIC_RELEASE);
     now = __atomic_load_n(&r->hdr->head, __ATOMIC_SEQ_CST);
     if (now - head > r->size - SLUICE_CHUNK_BYTES) {
-        __atomic_store_n(&c->tail, now, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&tail->tail, now, __ATOMIC_SEQ_CST);
     }
 }
 
 void ring_slot_close(struct ring *r, unsigned i)
 {
-    __atomic_and_fetch(&r->open_slots, ~(1u << i), __ATOMIC_RELEASE);
-    __atomic_store_n(&r->hdr->consumer[i].active, 0, __ATOMIC_RELEASE);
+    uint32_t was = __atomic_fetch_and(&r->open_slots, ~(1u << i), __ATOMIC_RELEASE);
+
+    if (!(was >> i & 1)) {
+        return; /* not open here: r->tail[i] may be a line of a file that is gone */
+    }
+    __atomic_store_n(&r->hdr->slot[i].active, 0, __ATOMIC_RELEASE);
     ring_wake_producer(r, i);
 }
 
@@ -215,6 +221,21 @@ static uint64_t held(const struct ring *r)
     return (uint64_t)((const uint8_t *)r->slot->cursor - b);
 }
 
+/* Whether a consumer sleeps on head_futex (its head_waiting word). */
+static int consumer_waits(const struct ring *r)
+{
+    uint32_t open = __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE);
+
+    for (; open; open &= open - 1) {
+        const struct sluice_ring_tail *t = r->tail[__builtin_ctz(open)];
+
+        if (__atomic_load_n(&t->head_waiting, __ATOMIC_RELAXED)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 void ring_publish(struct ring *r)
 {
     uint64_t keep = held(r), n = written(r) - keep;
@@ -237,9 +258,9 @@ void ring_publish(struct ring *r)
                      (uint64_t)(uintptr_t)(r->data + (r->head & (r->size - 1))), __ATOMIC_RELAXED);
     /* Pairs with the consumer's acquire load of head (and orders the store above before it). */
     __atomic_store_n(&r->hdr->head, r->head, __ATOMIC_RELEASE);
-    /* Seq-cst: order the head store before reading consumers_waiting (Dekker with the reader). */
+    /* Seq-cst: order the head store before reading head_waiting (Dekker with the reader). */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&r->hdr->consumers_waiting, __ATOMIC_RELAXED)) {
+    if (consumer_waits(r)) {
         __atomic_fetch_add(&r->hdr->head_futex, 1, __ATOMIC_RELEASE);
         futex(&r->hdr->head_futex, FUTEX_WAKE, INT_MAX, NULL);
     }
@@ -274,13 +295,12 @@ static uint64_t free_bytes(const struct ring *r, int *waiting_for)
 
     *waiting_for = -1;
     for (i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
-        const struct sluice_ring_consumer *c = &r->hdr->consumer[i];
         uint64_t tail, behind;
 
         if (!(lossless >> i & 1)) {
             continue;
         }
-        tail = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);
+        tail = __atomic_load_n(&r->tail[i]->tail, __ATOMIC_ACQUIRE);
         behind = tail > r->head ? 0 : r->head - tail;
         if (behind > r->size) {
             behind = r->size;
@@ -301,14 +321,15 @@ static uint64_t free_bytes(const struct ring *r, int *waiting_for)
  */
 static void wait_for_consumer(struct ring *r, unsigned i, uint64_t need)
 {
-    struct sluice_ring_consumer *c = &r->hdr->consumer[i];
-    uint32_t seen = __atomic_load_n(&c->tail_futex, __ATOMIC_ACQUIRE);
+    struct sluice_ring_slot *c = &r->hdr->slot[i];
+    struct sluice_ring_tail *t = r->tail[i];
+    uint32_t seen = __atomic_load_n(&t->tail_futex, __ATOMIC_ACQUIRE);
     struct timespec ts = {0, 50 * 1000 * 1000};
     int w;
 
     __atomic_store_n(&c->producer_waiting, 1, __ATOMIC_SEQ_CST);
     if (free_bytes(r, &w) < need) {
-        futex(&c->tail_futex, FUTEX_WAIT, seen, &ts);
+        futex(&t->tail_futex, FUTEX_WAIT, seen, &ts);
     }
     __atomic_store_n(&c->producer_waiting, 0, __ATOMIC_RELAXED);
 }
@@ -545,6 +566,10 @@ void ring_close_final(struct ring *r)
 
 void ring_wake_producer(struct ring *r, unsigned slot)
 {
-    __atomic_fetch_add(&r->hdr->consumer[slot].tail_futex, 1, __ATOMIC_RELEASE);
-    futex(&r->hdr->consumer[slot].tail_futex, FUTEX_WAKE, INT_MAX, NULL);
+    struct sluice_ring_tail *t = __atomic_load_n(&r->tail[slot], __ATOMIC_ACQUIRE);
+
+    if (t) {
+        __atomic_fetch_add(&t->tail_futex, 1, __ATOMIC_RELEASE);
+        futex(&t->tail_futex, FUTEX_WAKE, INT_MAX, NULL);
+    }
 }

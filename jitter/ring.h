@@ -28,9 +28,11 @@ struct ring {
     int final;                       /* closed by ring_close_final: its thread writes no more */
     uint64_t entered;                /* end of the chunks lossy_take() has cleared for writing */
     /* Which consumer slots are open, and lossless (bit i: slot i), here in
-     * our own memory: the header's copies are for consumers to read, and
-     * any of them could write those. */
+     * our own memory: the header's copies are for consumers to read. */
     uint32_t open_slots, lossless_slots;
+    /* Slot i's words for this ring, a line of its consumer's tail file
+     * (record.h); set before the slot's bit opens. */
+    struct sluice_ring_tail *tail[SLUICE_MAX_CONSUMERS];
 };
 
 /**
@@ -89,13 +91,15 @@ void ring_close(struct ring *r);
 void ring_close_final(struct ring *r);
 
 /**
- * Open consumer slot @p i of @p r for a consumer that starts reading now:
- * its tail at the last published head (a record boundary), its lost count
- * 0, then the slot open (lossless or not) in the ring's private state,
- * which alone the producer trusts. Control thread, or a vCPU announcing its
- * new ring; the consumer is told of the ring only after this returns.
+ * Open consumer slot @p i of @p r for a consumer that starts reading now,
+ * its words for this ring at @p tail (a line of its tail file, mapped for
+ * as long as the process lives): its tail at the last published head (a
+ * record boundary), its lost count 0, then the slot open (lossless or not)
+ * in the ring's private state, which alone the producer trusts. Control
+ * thread, or a vCPU announcing its new ring; the consumer is told of the
+ * ring only after this returns.
  */
-void ring_slot_open(struct ring *r, unsigned i, int lossless);
+void ring_slot_open(struct ring *r, unsigned i, int lossless, struct sluice_ring_tail *tail);
 
 /** Close slot @p i: the producer no longer waits for it nor takes from it (woken if it waits). */
 void ring_slot_close(struct ring *r, unsigned i);

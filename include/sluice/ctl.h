@@ -10,7 +10,8 @@
  *
  * Sequence:
  *   consumer -> jitter  SLUICE_CTL_HELLO   (version, lossless)
- *   jitter -> consumer  SLUICE_CTL_WELCOME (slot assigned to the consumer)
+ *   jitter -> consumer  SLUICE_CTL_WELCOME (slot assigned to the consumer,
+ *                                          its tail file attached: SCM_RIGHTS)
  *   jitter -> consumer  SLUICE_CTL_RING    one per guest thread, the ring's
  *                                          memfd attached (SCM_RIGHTS), for
  *                                          threads alive now and started later,
@@ -40,10 +41,16 @@
  *
  * Rings: all rings of one guest process live in one memfd, the process's
  * arena (so the jitter holds a constant number of descriptors whatever the
- * thread count). Each RING message carries the arena's descriptor and the
- * file offset of that ring's header; a consumer maps the ring from there
- * (layout in record.h). A consumer must check that the header it maps
- * matches the message (pid, tid, sizes) and refuse a ring it already has.
+ * thread count). Each RING message carries a read-only descriptor of the
+ * arena and the file offset of that ring's header; a consumer maps the ring
+ * from there, read-only (layout in record.h). Its own words for the ring
+ * (tail, futex words) are line `line` of the tail file that came with
+ * WELCOME: a memfd for this consumer alone, shared with the jitter and
+ * every process forked from the guest, which grows up to SLUICE_TAIL_BYTES
+ * as rings are given (it holds line `line` before RING names it) and is
+ * sealed against shrinking. A consumer must
+ * check that the header it maps matches the message (pid, tid, sizes) and
+ * refuse a ring it already has, or a line past the tail file.
  */
 #ifndef SLUICE_CTL_H
 #define SLUICE_CTL_H
@@ -56,14 +63,15 @@
 /**
  * Version of this protocol; HELLO with another version is refused.
  * 2: RING carries an offset. 3: attach at run time (QUERY, INFO, and the
- * fields after `error`).
+ * fields after `error`). 4: a tail file per consumer (WELCOME's descriptor,
+ * `tail_bytes`, RING's `line`), the arena read-only.
  */
-#define SLUICE_CTL_VERSION 3u
+#define SLUICE_CTL_VERSION 4u
 
 enum sluice_ctl_type {
     SLUICE_CTL_HELLO = 1,   /**< consumer -> jitter */
-    SLUICE_CTL_WELCOME = 2, /**< jitter -> consumer */
-    SLUICE_CTL_RING = 3,    /**< jitter -> consumer, memfd attached */
+    SLUICE_CTL_WELCOME = 2, /**< jitter -> consumer, tail file attached */
+    SLUICE_CTL_RING = 3,    /**< jitter -> consumer, arena memfd attached (read-only) */
     SLUICE_CTL_REFUSED = 4, /**< jitter -> consumer, `error` says why */
     SLUICE_CTL_QUERY = 5,   /**< consumer -> jitter: describe the process, do not attach */
     SLUICE_CTL_INFO = 6,    /**< jitter -> consumer, the answer to QUERY */
@@ -87,6 +95,10 @@ struct sluice_ctl_msg {
     uint32_t lossless_consumers; /**< INFO: of which lossless */
     uint32_t waiting; /**< INFO: consumers the process still waits for before it starts */
     uint64_t lost;    /**< INFO: events lossy consumers lost in the live rings so far */
+    uint64_t
+        tail_bytes; /**< WELCOME: bytes the tail file attached may grow to (SLUICE_TAIL_BYTES) */
+    uint32_t line;  /**< RING: the ring's line in the consumer's tail file */
+    uint32_t pad_;
 };
 
 /**

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /**
  * @file record.h
- * @brief sluice trace records, the shared ring layout and the block table (format version 6).
+ * @brief sluice trace records, the shared ring layout and the block table (format version 7).
  *
  * This header is shared by the QEMU patch (which emits records inline), the
  * jitter (which owns the rings) and the consumer library (which reads them).
@@ -127,7 +127,7 @@
 #include <stdint.h>
 
 /** Format version of records, ring header and block table; bumped on any change. */
-#define SLUICE_FORMAT_VERSION 6u
+#define SLUICE_FORMAT_VERSION 7u
 /** `magic` of a ring header: "SLUICERG" as little-endian bytes. */
 #define SLUICE_RING_MAGIC 0x4752454349554c53ull
 
@@ -366,36 +366,56 @@ static inline uint64_t sluice_block_desc_words(uint64_t w0)
 /** Ring header flag: the producer thread has exited; no more records. */
 #define SLUICE_RING_CLOSED 1u
 
-/** One consumer's slot in a ring header, on its own cache line. */
-struct sluice_ring_consumer {
-    /**
-     * Bytes consumed (position); written by the consumer, clamped by the
-     * producer. A lossy consumer moves it with a compare-and-swap from the
-     * start of a span it has copied to its end (it then owns the copy); the
-     * producer, before it overwrites a chunk a lossy consumer has not
-     * taken, moves it past that chunk with a compare-and-swap and adds what
-     * it held to lost_events. So each byte is either taken or counted lost,
-     * never both: whoever moves the tail first has it.
+/*
+ * Who writes what (format 7). A ring's words are split by writer, so that
+ * no consumer can corrupt what the producer or another consumer relies on:
+ *
+ *   arena memfd (one per guest process; consumers get a read-only descriptor,
+ *   sealed against shrinking, so they map it PROT_READ and cannot truncate it)
+ *   +-------------------------------+  struct sluice_ring_hdr, 4 KiB
+ *   | identity line    jitter, once |  magic .. blocks_bytes
+ *   | producer line    producer     |  head, head_futex, flags, lost
+ *   | TB-start line    producer     |  written_addr, data_addr
+ *   | slot[0..15]      producer     |  active, lossless, producer_waiting,
+ *   |                               |  lost_seq, lost_events
+ *   +-------------------------------+
+ *   | data (size bytes)  producer   |  records; mapped twice back to back
+ *   +-------------------------------+
+ *
+ *   tail file (one memfd per attached consumer, sent with WELCOME; read-write
+ *   for that consumer and the jitter; grows as rings are given, sealed
+ *   against shrinking)
+ *   +-------------------------------+
+ *   | line 0           consumer     |  struct sluice_ring_tail: tail,
+ *   | line 1           consumer     |  tail_futex, head_waiting
+ *   | ...  (RING's `line` says which ring's)
+ *   +-------------------------------+
+ *
+ * The producer keeps which slots are open and lossless in its own memory
+ * (the header's copies are for consumers to read) and clamps every tail it
+ * reads: a tail ahead of head is caught up, one more than a ring behind is a
+ * full ring. Its one store into a tail file is the compare-and-swap of a
+ * lossy consumer's tail (struct sluice_ring_tail). So a consumer that writes
+ * garbage into its tail file can only make the producer wait for it as a
+ * lossless consumer that stopped reading would, or lose its own events.
+ * The read-only arena guards against a consumer's mistakes, not against a
+ * process of the same user set on harm: such a process may ptrace the
+ * guest, or re-open the memfd through /proc.
+ */
+
+/** A producer-written consumer slot in a ring header, on its own cache line. */
+struct sluice_ring_slot {
+    /** 1 while the slot is in use (informative: consumers may read it to learn they were dropped).
      */
-    uint64_t tail;
-    /** Futex word the producer waits on when full; the consumer bumps it and wakes it. */
-    uint32_t tail_futex;
-    /** 1 while the slot is in use. */
     uint32_t active;
-    /** 1: lossless (the producer waits for this consumer); 0: lossy. */
+    /** 1: lossless (the producer waits for this consumer); 0: lossy. Informative. */
     uint32_t lossless;
     /**
-     * Written by the producer: 1 while it sleeps on tail_futex. The
-     * consumer stores its tail, then reads this (both sequentially
-     * consistent) and wakes the futex only when it is set.
+     * 1 while the producer sleeps on the consumer's tail_futex. The consumer
+     * stores its tail, then reads this (both sequentially consistent) and
+     * wakes the futex only when it is set.
      */
     uint32_t producer_waiting;
-    /**
-     * Lossy slots, written by the producer only: events (instructions and
-     * memory accesses) of the records it took from this consumer so far.
-     * It changes together with `tail` inside `lost_seq`'s odd phase.
-     */
-    uint64_t lost_events;
     /**
      * Seqlock over (tail, lost_events) for lossy slots: the producer makes
      * it odd, moves the tail and adds to lost_events, makes it even. A
@@ -403,13 +423,16 @@ struct sluice_ring_consumer {
      * has a pair in which lost_events counts exactly what lies below tail.
      */
     uint32_t lost_seq;
-    uint32_t pad_[7];
+    /**
+     * Lossy slots: events (instructions and memory accesses) of the records
+     * the producer took from this consumer so far. It changes together with
+     * the consumer's tail inside `lost_seq`'s odd phase.
+     */
+    uint64_t lost_events;
+    uint32_t pad_[10];
 };
 
-/**
- * Header page of a ring. Producer-written and consumer-written fields live on
- * separate cache lines so the two sides do not false-share.
- */
+/** Header page of a ring, written by the producer only (see the drawing above). */
 struct sluice_ring_hdr {
     uint64_t magic;      /**< SLUICE_RING_MAGIC */
     uint32_t version;    /**< SLUICE_FORMAT_VERSION */
@@ -430,16 +453,16 @@ struct sluice_ring_hdr {
     /* --- producer cache line --- */
     /** Bytes published; release-stored by the producer, acquire-loaded by consumers. */
     uint64_t head;
-    /** Futex word consumers wait on; the producer bumps it after publishing. */
+    /**
+     * Futex word consumers wait on; the producer bumps it and wakes it after
+     * publishing when some consumer's head_waiting is set, and on close.
+     */
     uint32_t head_futex;
-    /** Non-zero while some consumer waits on head_futex (so the producer wakes). */
-    uint32_t consumers_waiting;
     /** SLUICE_RING_CLOSED once the thread has exited and published its last record. */
     uint32_t flags;
-    uint32_t pad1_;
     /** Records lost in this ring (lossy consumers and overflow), exact. */
     uint64_t lost;
-    uint8_t pad2_[128 - 32];
+    uint8_t pad2_[128 - 24];
 
     /* --- the producer's TB-start line --- */
     /**
@@ -456,11 +479,43 @@ struct sluice_ring_hdr {
     uint64_t data_addr;
     uint8_t pad3_[128 - 16];
 
-    /* --- one cache line per consumer --- */
-    struct sluice_ring_consumer consumer[SLUICE_MAX_CONSUMERS];
+    /* --- one cache line per consumer slot --- */
+    struct sluice_ring_slot slot[SLUICE_MAX_CONSUMERS];
 };
 
+/**
+ * A consumer's words for one ring, a line of its tail file (the ring's
+ * `line`, from its RING message). Written by that consumer; read, and
+ * clamped, by the producer.
+ */
+struct sluice_ring_tail {
+    /**
+     * Bytes consumed (position). A lossy consumer moves it with a
+     * compare-and-swap from the start of a span it has copied to its end
+     * (it then owns the copy); the producer, before it overwrites a chunk a
+     * lossy consumer has not taken, moves it past that chunk with a
+     * compare-and-swap and adds what it held to the slot's lost_events. So
+     * each byte is either taken or counted lost, never both: whoever moves
+     * the tail first has it.
+     */
+    uint64_t tail;
+    /** Futex word the producer waits on when full; the consumer bumps it and wakes it. */
+    uint32_t tail_futex;
+    /**
+     * Non-zero while this consumer sleeps on the ring's head_futex (so the
+     * producer wakes it after publishing).
+     */
+    uint32_t head_waiting;
+    uint32_t pad_[12];
+};
+
+/** Lines in a tail file: rings one consumer can be given, over its whole attachment. */
+#define SLUICE_TAIL_LINES (1u << 20)
+/** Bytes a tail file may grow to (64 MiB; a page holds 64 rings' lines). */
+#define SLUICE_TAIL_BYTES ((uint64_t)SLUICE_TAIL_LINES * sizeof(struct sluice_ring_tail))
+
 _Static_assert(sizeof(struct sluice_ring_hdr) <= SLUICE_RING_HDR_BYTES, "ring header too big");
-_Static_assert(sizeof(struct sluice_ring_consumer) == 64, "consumer slot is one cache line");
+_Static_assert(sizeof(struct sluice_ring_slot) == 64, "a consumer slot is one cache line");
+_Static_assert(sizeof(struct sluice_ring_tail) == 64, "a tail line is one cache line");
 
 #endif /* SLUICE_RECORD_H */

@@ -44,9 +44,9 @@ import time
 
 import common
 
-CTL = struct.Struct("=IIIIIIQQ16s96s16sIIIIQ")  # include/sluice/ctl.h, version 3
+CTL = struct.Struct("=IIIIIIQQ16s96s16sIIIIQQII")  # include/sluice/ctl.h, version 4
 FIELDS = ("type version pid tid slot lossless ring_bytes offset arch error comm threads "
-          "consumers lossless_consumers waiting lost").split()
+          "consumers lossless_consumers waiting lost tail_bytes line pad").split()
 HELLO, WELCOME, RING, REFUSED, QUERY, INFO = 1, 2, 3, 4, 5, 6
 NOBODY = 65534
 # 14 workers: 16 consumer slots (record.h) less sluice run's own and the whole-run attach
@@ -54,8 +54,8 @@ WIN_SECONDS, WORKERS, MIN_WINDOWS, MAX_WINDOWS = 20, 14, 200, 320
 PROCS = []
 
 
-def msg(kind, version=3, lossless=0):
-    return CTL.pack(kind, version, 0, 0, 0, lossless, 0, 0, b"", b"", b"", 0, 0, 0, 0, 0)
+def msg(kind, version=4, lossless=0):
+    return CTL.pack(kind, version, 0, 0, 0, lossless, 0, 0, b"", b"", b"", 0, 0, 0, 0, 0, 0, 0, 0)
 
 
 def answer(s, timeout=10):
@@ -387,20 +387,24 @@ def gaps_ok(ref, text):
     return None
 
 
-# struct sluice_ring_hdr (record.h): the consumer slots start at byte 384, 64 bytes each;
-# in a slot: tail u64 @0, tail_futex u32 @8, active u32 @12, lossless u32 @16,
-# producer_waiting u32 @20, lost_seq u32 @32.
-SLOTS_AT, SLOT_BYTES = 384, 64
+# record.h, format 7: a consumer's words for a ring are a 64-byte line of its tail file
+# (WELCOME's descriptor; RING's `line`): tail u64 @0, tail_futex u32 @8, head_waiting u32 @12.
+# The ring header (the arena, read-only for consumers) has the slots at byte 384, 64 bytes
+# each: active u32 @0, lossless u32 @4, producer_waiting u32 @8, lost_seq u32 @12.
+SLOTS_AT, SLOT_BYTES, LINE_BYTES = 384, 64, 64
 
 
 def rogue(path, seconds):
-    """A lossy consumer that writes garbage into its own slot of every ring it is given (tail,
-    futex words, lost_seq; and marks itself lossless there) and marks a free slot as a lossless
-    consumer a ring behind (a ghost), in a loop, for seconds; run as a child (case_rogue)."""
+    """A lossy consumer that writes garbage into its own tail file for every ring it is given
+    (tail 0: a whole ring unread; random futex words; head_waiting set), and tries what it must
+    not be able to do: map a ring header writable (to mark itself lossless, or a ghost
+    lossless slot), truncate the arena or its tail file. In a loop, for seconds; run as a
+    child (case_rogue). Prints what it did and what it could do."""
     import mmap
     s = connect(path)
     s.send(msg(HELLO, lossless=0))
-    maps, end, rnd = [], time.monotonic() + seconds, random.Random(7)
+    lines, tails, tail_fd = [], None, -1
+    end, rnd, could = time.monotonic() + seconds, random.Random(7), set()
     s.settimeout(0.01)
     while time.monotonic() < end:
         try:
@@ -410,28 +414,45 @@ def rogue(path, seconds):
         if data:
             m = dict(zip(FIELDS, CTL.unpack(data)))
             for fd in fds:
+                if m["type"] == WELCOME and tail_fd < 0:
+                    tail_fd = os.dup(fd)
                 if m["type"] == RING:
-                    maps.append((mmap.mmap(fd, 4096, offset=m["offset"]), m["slot"]))
+                    lines.append(m["line"])
+                    try:  # it has grown to hold the line
+                        os.ftruncate(tail_fd, 0)
+                        could.add("shrink its tail file")
+                    except OSError:
+                        pass
+                    try:
+                        hdr = mmap.mmap(fd, 4096, offset=m["offset"])  # read-write, shared
+                        could.add("map a ring header writable")
+                        at = SLOTS_AT + SLOT_BYTES * m["slot"]
+                        hdr[at:at + 8] = struct.pack("<II", 1, 1)  # "lossless"
+                        ghost = SLOTS_AT + SLOT_BYTES * (15 if m["slot"] != 15 else 14)
+                        hdr[ghost:ghost + 8] = struct.pack("<II", 1, 1)
+                    except (OSError, ValueError):
+                        pass
+                    try:
+                        os.ftruncate(fd, 0)
+                        could.add("truncate the arena")
+                    except OSError:
+                        pass
                 os.close(fd)
-        for mm, slot in maps:
-            at = SLOTS_AT + SLOT_BYTES * slot
-            mm[at:at + 8] = struct.pack("<Q", 0)  # a whole ring unread, were it lossless
-            mm[at + 8:at + 12] = struct.pack("<I", rnd.getrandbits(32))
-            mm[at + 12:at + 20] = struct.pack("<II", 1, 1)  # active, and now "lossless"
-            mm[at + 20:at + 24] = struct.pack("<I", rnd.getrandbits(32))
-            mm[at + 32:at + 36] = struct.pack("<I", rnd.getrandbits(32) | 1)
-            # and a ghost: a slot nobody holds, marked active and lossless, a ring behind
-            ghost = SLOTS_AT + SLOT_BYTES * (15 if slot != 15 else 14)
-            mm[ghost:ghost + 8] = struct.pack("<Q", 0)
-            mm[ghost + 12:ghost + 20] = struct.pack("<II", 1, 1)
-    print("rogue: scribbled on %d rings' slots" % len(maps))
+            if lines and LINE_BYTES * (max(lines) + 1) > (len(tails) if tails else 0):
+                tails = mmap.mmap(tail_fd, os.fstat(tail_fd).st_size)  # it grew
+        for line in lines:
+            at = LINE_BYTES * line
+            tails[at:at + 8] = struct.pack("<Q", 0)  # a whole ring unread, were it lossless
+            tails[at + 8:at + 16] = struct.pack("<II", rnd.getrandbits(32), rnd.getrandbits(32))
+    print("rogue: scribbled on %d rings' lines; could %s" % (
+        len(lines), ", ".join(sorted(could)) if could else "do nothing else"))
 
 
 def case_rogue(c):
-    """A lossy consumer scribbling on its own tail, futex and lost_seq words, claiming to be
-    lossless in the header, and marking a ghost lossless slot, for the whole run must neither
-    stall the guest nor change what the others get: sluice run's own counts and a
-    lossless attach's equal the reference's."""
+    """A lossy consumer scribbling on its own tail and futex words for the whole run must
+    neither stall the guest nor change what the others get (sluice run's own counts and a
+    lossless attach's equal the reference's); and it can neither map a ring header writable
+    (to claim to be lossless, or mark a ghost lossless slot) nor resize the shared files."""
     run = Run(c, "rogue", 8, c.xdg, wait=2, env={"SLUICE_RING_BYTES": "256K"})  # rings lap
     bad = start(c, ["/usr/bin/python3", "-BEs", os.path.abspath(__file__), "scribble", run.sock,
                     "30"], "scribbler", c.xdg)
@@ -453,6 +474,7 @@ def case_rogue(c):
             "(events, lost) %s, reference %d; stderr %r" % (rc, have, want, err[-300:]))
     rc, out, err = finish(bad, 60)
     c.check(rc == 0, "the rogue: exit %s %r" % (rc, (out + err)[-300:]))
+    c.check(b"could do nothing else" in out, "the rogue: %r" % out.strip()[-300:])
     print("%s; beside it a lossless attach got %s events (reference %d) and the guest finished"
           % (out.decode().strip(), have, want))
 

@@ -26,8 +26,8 @@ import time
 import common
 
 # struct sluice_ctl_msg: type, version, pid, tid, slot, lossless, ring_bytes, offset, arch,
-# error, comm, threads, consumers, lossless_consumers, waiting, lost
-CTL = struct.Struct("=IIIIIIQQ16s96s16sIIIIQ")  # include/sluice/ctl.h, version 3
+# error, comm, threads, consumers, lossless_consumers, waiting, lost, tail_bytes, line, pad
+CTL = struct.Struct("=IIIIIIQQ16s96s16sIIIIQQII")  # include/sluice/ctl.h, version 4
 HELLO, WELCOME = 1, 2
 
 
@@ -53,7 +53,7 @@ def main():
             common.fail("untraced gzip failed: exit %d" % rc0)
 
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        ours.send(CTL.pack(HELLO, 3, 0, 0, 0, 1, 0, 0, b"", b"", b"", 0, 0, 0, 0, 0))
+        ours.send(CTL.pack(HELLO, 4, 0, 0, 0, 1, 0, 0, b"", b"", b"", 0, 0, 0, 0, 0, 0, 0, 0))
         env = common.guest_env()
         jitter = "%s,consumer_fd=%d,ring_bytes=262144" % (args.jitter, theirs.fileno())
         out = open(os.path.join(tmp, "out.gz"), "wb")

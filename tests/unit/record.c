@@ -163,8 +163,13 @@ Test(record, header_layout)
     cr_assert_eq(memcmp(&(uint64_t){SLUICE_RING_MAGIC}, "SLUICERG", 8), 0);
     cr_assert_eq(offsetof(struct sluice_ring_hdr, head), 128);
     cr_assert_eq(offsetof(struct sluice_ring_hdr, written_addr), 256, "its own cache line");
-    cr_assert_eq(offsetof(struct sluice_ring_hdr, consumer), 384);
-    cr_assert_eq(sizeof(struct sluice_ring_consumer), 64);
+    cr_assert_eq(offsetof(struct sluice_ring_hdr, slot), 384);
+    cr_assert_eq(sizeof(struct sluice_ring_slot), 64);
+    /* A consumer's words for a ring are a line of its own tail file. */
+    cr_assert_eq(sizeof(struct sluice_ring_tail), 64);
+    cr_assert_eq(offsetof(struct sluice_ring_tail, tail_futex), 8);
+    cr_assert_eq(offsetof(struct sluice_ring_tail, head_waiting), 12);
+    cr_assert_eq(SLUICE_TAIL_BYTES, 64ull << 20);
 }
 
 Test(record, ring_bytes_parse)

@@ -15,6 +15,7 @@
 #include "arena.h"
 #include "ring.h"
 #include "ring_reader.h"
+#include "tails.h"
 
 #define RING_SIZE (4u * SLUICE_RESERVE_MAX)
 #define RECORDS 2000000ull
@@ -23,6 +24,28 @@ struct pair {
     struct sluice_thread_slot slot;
     struct ring *ring;
 };
+
+/* A new line of slot 0's tail file (jitter/tails.c), as the control thread takes one per ring. */
+static struct sluice_ring_tail *tail_line(void)
+{
+    static int made;
+    struct sluice_ring_tail *t = NULL;
+
+    if (!made) {
+        cr_assert_eq(tails_init(), 0);
+        cr_assert_eq(tails_new(0), 0);
+        made = 1;
+    }
+    cr_assert_geq(tails_line(0, &t), 0);
+    return t;
+}
+
+/* Open @p r on @p ring with slot 0's words: its line if the slot is open, else a new one. */
+static int open_reader(struct ring_reader *r, struct ring *ring)
+{
+    return ring_reader__open(r, arena_fd(), ring->offset, 0,
+                             ring->tail[0] ? ring->tail[0] : tail_line());
+}
 
 static uint64_t pc_of(uint64_t i)
 {
@@ -102,8 +125,8 @@ Test(ring_pair, jitter_ring_to_reader_in_order, .timeout = 120)
     p.ring = ring_create(RING_SIZE, 1, 2, 0, "x86_64", "pair", 0, &p.slot);
     cr_assert_not_null(p.ring);
     /* What the jitter's control thread does when a lossless consumer attaches. */
-    ring_slot_open(p.ring, 0, 1);
-    cr_assert_eq(ring_reader__open(&r, arena_fd(), p.ring->offset, 0), 0, "%s", r.err);
+    ring_slot_open(p.ring, 0, 1, tail_line());
+    cr_assert_eq(open_reader(&r, p.ring), 0, "%s", r.err);
     cr_assert_eq(pthread_create(&th, NULL, produce, &p), 0);
     for (;;) {
         ssize_t n = ring_reader__take(&r, &w, &at);
@@ -148,8 +171,8 @@ Test(ring_pair, lossy_consumer_gets_or_is_told_of_every_record, .timeout = 120)
     cr_assert_eq(arena_open(), 0);
     p.ring = ring_create(RING_SIZE, 1, 2, 0, "x86_64", "pair", 0, &p.slot);
     cr_assert_not_null(p.ring);
-    ring_slot_open(p.ring, 0, 0); /* lossy */
-    cr_assert_eq(ring_reader__open(&r, arena_fd(), p.ring->offset, 0), 0, "%s", r.err);
+    ring_slot_open(p.ring, 0, 0, tail_line()); /* lossy */
+    cr_assert_eq(open_reader(&r, p.ring), 0, "%s", r.err);
     cr_assert_eq(pthread_create(&th, NULL, produce, &p), 0);
     for (;;) {
         ssize_t n;
@@ -212,9 +235,8 @@ Test(ring_pair, a_ghost_slot_in_the_header_never_stalls_the_producer, .timeout =
     cr_assert_eq(arena_open(), 0);
     p.ring = ring_create(RING_SIZE, 1, 2, 0, "x86_64", "pair", 0, &p.slot);
     cr_assert_not_null(p.ring);
-    p.ring->hdr->consumer[3].tail = 0;
-    p.ring->hdr->consumer[3].lossless = 1;
-    __atomic_store_n(&p.ring->hdr->consumer[3].active, 1, __ATOMIC_RELEASE);
+    p.ring->hdr->slot[3].lossless = 1;
+    __atomic_store_n(&p.ring->hdr->slot[3].active, 1, __ATOMIC_RELEASE);
     produce(&p); /* RECORDS records: many laps of the ring */
     cr_assert_gt(p.ring->hdr->head, 8 * (uint64_t)RING_SIZE);
     ring_destroy(p.ring, 1);
@@ -239,8 +261,8 @@ Test(ring_pair, salvage_takes_records_up_to_the_last_tb_start)
     cr_assert_eq(arena_open(), 0);
     ring = ring_create(RING_SIZE, 1, 2, 0, "x86_64", "pair", 0, &slot);
     cr_assert_not_null(ring);
-    ring_slot_open(ring, 0, 1);
-    cr_assert_eq(ring_reader__open(&r, arena_fd(), ring->offset, 0), 0, "%s", r.err);
+    ring_slot_open(ring, 0, 1, tail_line());
+    cr_assert_eq(open_reader(&r, ring), 0, "%s", r.err);
     for (unsigned i = 0; i < 64; i++) {
         slot.cursor[i] = sluice_exec_hdr(0xdead000 + i); /* what "an earlier lap" left */
     }
@@ -279,7 +301,7 @@ Test(ring_pair, salvage_ignores_a_bad_written_address)
     cr_assert_eq(arena_open(), 0);
     ring = ring_create(RING_SIZE, 1, 2, 0, "x86_64", "pair", 0, &slot);
     cr_assert_not_null(ring);
-    cr_assert_eq(ring_reader__open(&r, arena_fd(), ring->offset, 0), 0, "%s", r.err);
+    cr_assert_eq(open_reader(&r, ring), 0, "%s", r.err);
     slot.cursor[0] = sluice_exec_hdr(0x1000);
     slot.cursor[1] = sluice_exec_hdr(0x1004);
     *slot.written = ring->hdr->data_addr + 2 * RING_SIZE; /* past the second mapping */
@@ -310,7 +332,7 @@ Test(ring_pair, salvage_takes_nothing_from_a_written_address_behind_head)
     cr_assert_eq(arena_open(), 0);
     ring = ring_create(4 * RING_SIZE, 1, 2, 0, "x86_64", "pair", 0, &slot);
     cr_assert_not_null(ring);
-    cr_assert_eq(ring_reader__open(&r, arena_fd(), ring->offset, 0), 0, "%s", r.err);
+    cr_assert_eq(open_reader(&r, ring), 0, "%s", r.err);
     data = slot.cursor;
     for (unsigned i = 0; i < 4 * RING_SIZE / 8; i++) {
         data[i] = sluice_exec_hdr(0xdead000 + i); /* what "an earlier lap" left */

@@ -32,7 +32,7 @@ static const uint64_t *mem_rec(uint64_t pc, uint64_t addr, uint64_t val)
 
 static int open_reader(struct ring_reader *r, struct test_ring *t)
 {
-    return ring_reader__open(r, t->fd, 0, 0);
+    return ring_reader__open(r, t->fd, 0, 0, t->tail);
 }
 
 Test(ring_reader, opens_a_valid_ring)
@@ -130,7 +130,7 @@ Test(ring_reader, rejects_bad_slot)
     struct ring_reader r;
 
     cr_assert_eq(test_ring__create(&t, PAGE, 1, 0), 0);
-    cr_assert_eq(ring_reader__open(&r, t.fd, 0, SLUICE_MAX_CONSUMERS), -EINVAL);
+    cr_assert_eq(ring_reader__open(&r, t.fd, 0, SLUICE_MAX_CONSUMERS, t.tail), -EINVAL);
     cr_assert(strstr(r.err, "slot"), "%s", r.err);
     test_ring__destroy(&t);
 }
@@ -141,7 +141,7 @@ Test(ring_reader, rejects_a_short_file)
     int fd = memfd_create("short", MFD_CLOEXEC);
 
     cr_assert_eq(ftruncate(fd, 100), 0);
-    cr_assert_eq(ring_reader__open(&r, fd, 0, 0), -EINVAL);
+    cr_assert_eq(ring_reader__open(&r, fd, 0, 0, test_tails(NULL)), -EINVAL);
     close(fd);
 }
 
@@ -203,10 +203,10 @@ Test(ring_reader, record_straddling_the_end_is_taken_whole_in_place)
     cr_assert_eq(w[3], sluice_exec_hdr(0x1004));
     cr_assert_eq(r.pos, start + 32);
     cr_assert_eq(ring_reader__avail(&r), 0);
-    cr_assert_eq(t.hdr->consumer[0].tail, start, "taken is not released");
+    cr_assert_eq(t.tail->tail, start, "taken is not released");
     ring_reader__release(&r, at + 32);
-    cr_assert_eq(t.hdr->consumer[0].tail, start + 32, "tail released to the producer");
-    cr_assert_eq(t.hdr->consumer[0].tail_futex, 0, "no wake: the producer was not waiting");
+    cr_assert_eq(t.tail->tail, start + 32, "tail released to the producer");
+    cr_assert_eq(t.tail->tail_futex, 0, "no wake: the producer was not waiting");
     ring_reader__close(&r);
     test_ring__destroy(&t);
 }
@@ -219,14 +219,14 @@ Test(ring_reader, release_wakes_only_a_waiting_producer_and_never_moves_back)
     cr_assert_eq(test_ring__create(&t, PAGE, 9, 0), 0);
     cr_assert_eq(open_reader(&r, &t), 0);
     ring_reader__release(&r, 64);
-    cr_assert_eq(t.hdr->consumer[0].tail_futex, 0);
-    t.hdr->consumer[0].producer_waiting = 1;
+    cr_assert_eq(t.tail->tail_futex, 0);
+    t.hdr->slot[0].producer_waiting = 1;
     ring_reader__release(&r, 128);
-    cr_assert_eq(t.hdr->consumer[0].tail, 128);
-    cr_assert_eq(t.hdr->consumer[0].tail_futex, 1, "bumped and woken");
+    cr_assert_eq(t.tail->tail, 128);
+    cr_assert_eq(t.tail->tail_futex, 1, "bumped and woken");
     ring_reader__release(&r, 96);
-    cr_assert_eq(t.hdr->consumer[0].tail, 128, "an older release does not move it back");
-    cr_assert_eq(t.hdr->consumer[0].tail_futex, 1);
+    cr_assert_eq(t.tail->tail, 128, "an older release does not move it back");
+    cr_assert_eq(t.tail->tail_futex, 1);
     ring_reader__close(&r);
     test_ring__destroy(&t);
 }
@@ -295,7 +295,7 @@ Test(ring_reader, discard_releases_everything_published)
     test_ring__publish(&t);
     ring_reader__discard(&r);
     cr_assert_eq(r.pos, 16);
-    cr_assert_eq(t.hdr->consumer[0].tail, 16);
+    cr_assert_eq(t.tail->tail, 16);
     ring_reader__close(&r);
     test_ring__destroy(&t);
 }
@@ -402,7 +402,7 @@ Test(ring_reader, producer_thread_streams_all_records_in_order, .timeout = 60)
     }
     pthread_join(th, NULL);
     cr_assert_eq(next, STREAM_RECORDS);
-    cr_assert_eq(t.hdr->consumer[0].tail, t.hdr->head);
+    cr_assert_eq(t.tail->tail, t.hdr->head);
     cr_assert_gt(t.hdr->head, 4 * SLUICE_CHUNK_BYTES, "the stream crossed chunk boundaries");
     ring_reader__close(&r);
     test_ring__destroy(&t);

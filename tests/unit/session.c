@@ -41,6 +41,14 @@ static void send_type(int fd, uint32_t type, uint32_t version, const char *error
     if (error) {
         snprintf(m.error, sizeof(m.error), "%s", error);
     }
+    if (type == SLUICE_CTL_WELCOME) {
+        int tails_fd;
+
+        cr_assert(test_tails(&tails_fd));
+        m.tail_bytes = SLUICE_TAIL_BYTES;
+        send_msg(fd, &m, tails_fd); /* as the jitter does: the consumer's tail file */
+        return;
+    }
     send_msg(fd, &m, -1);
 }
 
@@ -55,6 +63,7 @@ static void send_ring_as(int fd, struct test_ring *t, uint32_t tid)
     m.tid = tid;
     m.slot = 0;
     m.ring_bytes = t->size;
+    m.line = t->line;
     send_msg(fd, &m, t->fd);
 }
 

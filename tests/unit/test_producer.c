@@ -7,6 +7,7 @@
 #include "test_producer.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <string.h>
@@ -21,14 +22,46 @@ static long futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts)
     return syscall(SYS_futex, w, op, val, ts, NULL, 0);
 }
 
+struct sluice_ring_tail *test_tails(int *fd)
+{
+    static struct sluice_ring_tail *tails;
+    static int tails_fd = -1;
+
+    if (!tails) {
+        int f = memfd_create("sluice-test-tails", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        void *p;
+
+        if (f < 0 || ftruncate(f, (off_t)SLUICE_TAIL_BYTES) < 0 ||
+            fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0) {
+            return NULL;
+        }
+        p = mmap(NULL, SLUICE_TAIL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+        if (p == MAP_FAILED) {
+            return NULL;
+        }
+        tails = p;
+        tails_fd = f;
+    }
+    if (fd) {
+        *fd = tails_fd;
+    }
+    return tails;
+}
+
 int test_ring__create(struct test_ring *t, uint64_t size, uint32_t tid, uint64_t start)
 {
+    static uint32_t next_line;
+    struct sluice_ring_tail *tails = test_tails(NULL);
     uint8_t *base;
     int flags = MAP_SHARED | MAP_FIXED;
 
     memset(t, 0, sizeof(*t));
-    t->fd = memfd_create("sluice-test-ring", MFD_CLOEXEC);
-    if (t->fd < 0 || ftruncate(t->fd, (off_t)(SLUICE_RING_HDR_BYTES + size)) < 0) {
+    if (!tails) {
+        return -errno;
+    }
+    t->fd = memfd_create("sluice-test-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (t->fd < 0 || ftruncate(t->fd, (off_t)(SLUICE_RING_HDR_BYTES + size)) < 0 ||
+        fcntl(t->fd, F_ADD_SEALS, F_SEAL_SHRINK) < 0) {
         return -errno;
     }
     t->map_len = SLUICE_RING_HDR_BYTES + 2 * size;
@@ -57,9 +90,11 @@ int test_ring__create(struct test_ring *t, uint64_t size, uint32_t tid, uint64_t
     memcpy(t->hdr->arch, "x86_64", 7);
     memcpy(t->hdr->comm, "testprog", 9);
     t->hdr->head = start;
-    t->hdr->consumer[0].tail = start;
-    t->hdr->consumer[0].active = 1;
-    t->hdr->consumer[0].lossless = 1;
+    t->line = next_line++;
+    t->tail = tails + t->line;
+    t->tail->tail = start;
+    t->hdr->slot[0].active = 1;
+    t->hdr->slot[0].lossless = 1;
     return 0;
 }
 
@@ -125,10 +160,10 @@ void test_ring__publish(struct test_ring *t)
 {
     /* Release pairs with the consumer's acquire load of head. */
     __atomic_store_n(&t->hdr->head, t->pos, __ATOMIC_RELEASE);
-    /* Full fence: the store of head is visible before we read consumers_waiting
-     * (the consumer increments it, then re-reads head). */
+    /* Full fence: the store of head is visible before we read head_waiting
+     * (the consumer sets it, then re-reads head). */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&t->hdr->consumers_waiting, __ATOMIC_RELAXED)) {
+    if (__atomic_load_n(&t->tail->head_waiting, __ATOMIC_RELAXED)) {
         __atomic_fetch_add(&t->hdr->head_futex, 1, __ATOMIC_RELEASE);
         futex(&t->hdr->head_futex, FUTEX_WAKE, INT_MAX, NULL);
     }
@@ -138,21 +173,22 @@ void test_ring__publish(struct test_ring *t)
  * wakes us only while producer_waiting is set (record.h). */
 static void wait_space(struct test_ring *t, uint64_t bytes)
 {
-    struct sluice_ring_consumer *c = &t->hdr->consumer[0];
+    struct sluice_ring_slot *c = &t->hdr->slot[0];
+    struct sluice_ring_tail *tl = t->tail;
     struct timespec ts = {0, 10 * 1000 * 1000};
 
     for (;;) {
-        uint32_t seen = __atomic_load_n(&c->tail_futex, __ATOMIC_ACQUIRE);
+        uint32_t seen = __atomic_load_n(&tl->tail_futex, __ATOMIC_ACQUIRE);
         uint64_t tail;
 
         __atomic_store_n(&c->producer_waiting, 1, __ATOMIC_SEQ_CST);
-        tail = __atomic_load_n(&c->tail, __ATOMIC_SEQ_CST);
+        tail = __atomic_load_n(&tl->tail, __ATOMIC_SEQ_CST);
         if (t->pos + bytes - tail <= t->size) {
             __atomic_store_n(&c->producer_waiting, 0, __ATOMIC_RELAXED);
             return;
         }
         test_ring__publish(t); /* the consumer must see what is there to free space */
-        futex(&c->tail_futex, FUTEX_WAIT, seen, &ts);
+        futex(&tl->tail_futex, FUTEX_WAIT, seen, &ts);
         t->waits++;
     }
 }

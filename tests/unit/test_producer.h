@@ -25,15 +25,27 @@ struct test_ring {
     unsigned waits;              /**< times the producer slept waiting for room */
     void *map;
     size_t map_len;
+    struct sluice_ring_tail *tail; /**< slot 0's words for this ring: line `line` of test_tails() */
+    uint32_t line;                 /**< the ring's line in the tail file (RING's `line`) */
     struct sluice_blocks_hdr *blocks; /**< the block table, after test_ring__add_blocks() */
     uint64_t *blocks_data;            /**< its data words */
     size_t blocks_len;                /**< bytes of its mapping */
 };
 
 /**
+ * The test process's tail file for consumer slot 0 (record.h): a sealed
+ * memfd of SLUICE_TAIL_BYTES, made and mapped on first use; every ring
+ * test_ring__create() makes gets a line of its own in it.
+ * @param[out] fd its descriptor (for WELCOME), or NULL
+ * @return the mapping, or NULL with errno set.
+ */
+struct sluice_ring_tail *test_tails(int *fd);
+
+/**
  * Create a ring of @p size data bytes (power of two, >= 4096) for thread
- * @p tid, with consumer slot 0 active and lossless, both positions at
- * @p start (so tests can begin near the end of the data area).
+ * @p tid in a memfd sealed against shrinking, with consumer slot 0 active
+ * and lossless, both positions at @p start (so tests can begin near the
+ * end of the data area); slot 0's tail is the ring's line of test_tails().
  * @return 0 or -errno.
  */
 int test_ring__create(struct test_ring *t, uint64_t size, uint32_t tid, uint64_t start);
