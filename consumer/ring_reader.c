@@ -354,6 +354,12 @@ void ring_reader__discard(struct ring_reader *r)
     ring_reader__release(r, r->pos);
 }
 
+void ring_reader__done(struct ring_reader *r)
+{
+    /* Release: every read of the mapping above comes before it. */
+    __atomic_store_n(&r->tail->done, 1, __ATOMIC_RELEASE);
+}
+
 void ring_reader__wake(struct ring_reader *r)
 {
     /* No change of the futex word (it is the producer's): a sleeper is woken,

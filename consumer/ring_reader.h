@@ -150,6 +150,15 @@ int ring_reader__lost(struct ring_reader *r, uint64_t *tail, uint64_t *lost);
 void ring_reader__discard(struct ring_reader *r);
 
 /**
+ * Tell the jitter we are done with the ring (its `done` word, record.h):
+ * once every consumer of an ended ring is, its pages are given back, so
+ * nothing of the mapping may be read after this: call it once every span
+ * was decoded and delivered (after ring_reader__close(), say). Any thread,
+ * once.
+ */
+void ring_reader__done(struct ring_reader *r);
+
+/**
  * Wake the thread sleeping in ring_reader__wait() on this ring, if any
  * (another thread of the consumer, e.g. at end of stream: a killed producer
  * never wakes it). Any thread.

@@ -286,9 +286,11 @@ static void on_end(void *ctx, struct order_ring *o)
         s->cb.thread(s->cb.user, &r->info, 0);
     }
     /* Every span was delivered and given back, and the reader is done:
-     * the ring's pages go now, not when the session ends. */
+     * the ring's pages go now, not when the session ends; and the jitter
+     * may give them back to the kernel once every consumer has said so. */
     pthread_mutex_lock(&s->rings_lock);
     ring_reader__close(&r->rd);
+    ring_reader__done(&r->rd);
     pthread_mutex_unlock(&s->rings_lock);
     block_tables__put(&s->tables, r->bt); /* the last ring of its arena unmaps it */
     r->bt = NULL;

@@ -163,14 +163,23 @@ static int send_to(unsigned i, const struct sluice_ctl_msg *m, enum pass pass, t
  * as "dropped", not as the end of the trace, when its socket then ends),
  * then its socket is shut down (the control thread reaps it).
  */
+/* Close slot @p i in every ring, live or ended; caller holds the ring-list lock. */
+static void close_everywhere(unsigned i)
+{
+    for (struct ring *r = jitter_rings(); r; r = r->next) {
+        ring_slot_close(r, i);
+    }
+    for (struct ring *r = jitter_ended_rings(); r; r = r->next) {
+        ring_slot_close(r, i); /* else its pages would wait for this consumer forever */
+    }
+}
+
 static void cut_off(unsigned i, const char *why)
 {
     if (why) {
         fprintf(stderr, "sluice-jitter: consumer in slot %u dropped: %s\n", i, why);
     }
-    for (struct ring *r = jitter_rings(); r; r = r->next) {
-        ring_slot_close(r, i);
-    }
+    close_everywhere(i);
     fds_lock();
     shutdown(reg.c[i].fd, SHUT_RDWR);
     fds_unlock();
@@ -265,18 +274,15 @@ static void refuse(int fd, const char *why)
     }
 }
 
-static void ring_closer(struct ring *r, void *arg)
-{
-    ring_slot_close(r, (unsigned)(uintptr_t)arg);
-}
-
 /* The consumer in slot @p i hung up (or died): no ring waits for it any more, the slot is free. */
 static void gone(unsigned i)
 {
     pthread_mutex_lock(&reg.lock);
     set_state(i, GOING); /* no new ring goes to it; the slot is not yet reusable */
     pthread_mutex_unlock(&reg.lock);
-    jitter_for_each_ring(ring_closer, (void *)(uintptr_t)i);
+    jitter_rings_lock();
+    close_everywhere(i);
+    jitter_rings_unlock();
     pthread_mutex_lock(&reg.lock);
     release(i);
     pthread_mutex_unlock(&reg.lock);
@@ -585,6 +591,7 @@ static void *control(void *arg)
             }
         }
         expire();
+        jitter_reap(); /* ended rings every consumer is done with: their pages go back */
     }
     return NULL;
 }

@@ -27,8 +27,9 @@
 #include <sluice/jitter_abi.h>
 
 static struct {
-    pthread_mutex_t lock; /* guards rings and seq */
+    pthread_mutex_t lock; /* guards rings, ended and seq */
     struct ring *rings;   /* this process's rings */
+    struct ring *ended;   /* rings of exited threads that consumers still read (jitter_reap) */
     uint32_t seq;         /* rings made by this process so far */
     uint64_t ring_bytes;
     void (*request_flush)(void); /* QEMU's (host_info), NULL until the guest starts */
@@ -51,6 +52,27 @@ void jitter_rings_unlock(void)
 struct ring *jitter_rings(void)
 {
     return J.rings;
+}
+
+struct ring *jitter_ended_rings(void)
+{
+    return J.ended;
+}
+
+void jitter_reap(void)
+{
+    struct ring **p, *r;
+
+    pthread_mutex_lock(&J.lock);
+    for (p = &J.ended; (r = *p);) {
+        if (ring_done(r)) {
+            *p = r->next;
+            ring_destroy(r, 1); /* its pages go back to the kernel */
+        } else {
+            p = &r->next;
+        }
+    }
+    pthread_mutex_unlock(&J.lock);
 }
 
 void jitter_consumers_changed(void)
@@ -155,9 +177,16 @@ static void j_thread_exit(struct sluice_thread_slot *slot)
             break;
         }
     }
-    pthread_mutex_unlock(&J.lock);
     ring_close(r);
-    ring_destroy(r, 1);
+    if (ring_done(r)) {
+        ring_destroy(r, 1);
+    } else {
+        /* Consumers read on: its pages go back once they are done (jitter_reap). */
+        ring_retire(r);
+        r->next = J.ended;
+        J.ended = r;
+    }
+    pthread_mutex_unlock(&J.lock);
 }
 
 static void close_ring(struct ring *r, void *arg)
@@ -204,7 +233,12 @@ static void forget_parent_rings(void)
         r->slot = NULL; /* other threads' CPU state is gone in the child */
         ring_destroy(r, 0);
     }
+    for (r = J.ended; r; r = next) {
+        next = r->next;
+        ring_destroy(r, 0);
+    }
     J.rings = NULL;
+    J.ended = NULL;
     J.seq = 0;
 }
 

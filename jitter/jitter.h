@@ -15,6 +15,19 @@ void jitter_rings_unlock(void);
 struct ring *jitter_rings(void);
 
 /**
+ * The first ring of an exited thread that some consumer has not read to
+ * its end (linked by ring->next; retired: ring_retire()); only under the lock.
+ */
+struct ring *jitter_ended_rings(void);
+
+/**
+ * Give the pages of ended rings that every consumer is done with back to
+ * the kernel (ring_done()). Control thread, now and then; takes the ring
+ * list lock.
+ */
+void jitter_reap(void);
+
+/**
  * The first consumer attached, or the last one left: have QEMU flush its
  * translation cache, after which TBs are instrumented or not (lift_enable).
  * Nothing before the guest starts (init decides then). Any thread.

@@ -125,12 +125,6 @@ struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq
     return r;
 }
 
-/* Whether any consumer still has this ring's slot. */
-static int has_consumer(const struct ring *r)
-{
-    return __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE) != 0;
-}
-
 /*
  * The producer may have found the slot closed just before it opens, then
  * publish one more grant (up to a chunk boundary) without this consumer:
@@ -182,16 +176,36 @@ int ring_slot_lossy(const struct ring *r, unsigned i)
     return (open & ~__atomic_load_n(&r->lossless_slots, __ATOMIC_RELAXED)) >> i & 1;
 }
 
-void ring_destroy(struct ring *r, int give_back)
+void ring_retire(struct ring *r)
 {
-    int unread = has_consumer(r);
-
     if (r->slot && r->slot->ring == r) {
         r->slot->ring = NULL;
-        r->slot->written = &dead_written; /* the header is about to go */
+        r->slot->written = &dead_written; /* the header goes with the ring */
     }
+    r->slot = NULL;
+}
+
+int ring_done(const struct ring *r)
+{
+    uint32_t open = __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE);
+
+    for (; open; open &= open - 1) {
+        const struct sluice_ring_tail *t = r->tail[__builtin_ctz(open)];
+
+        if (!__atomic_load_n(&t->done, __ATOMIC_ACQUIRE)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void ring_destroy(struct ring *r, int give_back)
+{
+    int done = ring_done(r);
+
+    ring_retire(r);
     munmap(r->hdr, r->map_bytes);
-    if (give_back && !unread) {
+    if (give_back && done) {
         arena_release(r->offset, SLUICE_RING_HDR_BYTES + r->size);
     }
     free(r);

@@ -46,10 +46,25 @@ struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq
 
 /**
  * Unmap; the arena lives on in consumers that map it. With @p give_back
- * and no active consumer, the ring's pages go back to the kernel at once
- * (never in a forked child: the pages are the parent's).
+ * and every consumer done with it (ring_done()), the ring's pages go back
+ * to the kernel (never in a forked child: the pages are the parent's).
  */
 void ring_destroy(struct ring *r, int give_back);
+
+/**
+ * The ring's thread has exited (ring_close() done): forget its vCPU slot,
+ * keep the mapping, so that ring_done() and ring_slot_close() still work
+ * until ring_destroy(). Ring-list lock held.
+ */
+void ring_retire(struct ring *r);
+
+/**
+ * Whether no consumer will touch the ring any more: every open slot's
+ * consumer has said it is done with it (its `done` word, record.h; a
+ * consumer that says so too early only loses its own reads). Control
+ * thread or the ring's own.
+ */
+int ring_done(const struct ring *r);
 
 /**
  * Publish what is written up to the slot's cursor (release store of head),

@@ -387,7 +387,7 @@ static inline uint64_t sluice_block_desc_words(uint64_t w0)
  *   against shrinking)
  *   +-------------------------------+
  *   | line 0           consumer     |  struct sluice_ring_tail: tail,
- *   | line 1           consumer     |  tail_futex, head_waiting
+ *   | line 1           consumer     |  tail_futex, head_waiting, done
  *   | ...  (RING's `line` says which ring's)
  *   +-------------------------------+
  *
@@ -506,7 +506,13 @@ struct sluice_ring_tail {
      * producer wakes it after publishing).
      */
     uint32_t head_waiting;
-    uint32_t pad_[12];
+    /**
+     * 1 once this consumer is done with the ring (it read its end, or gave
+     * up) and will not touch its mapping again: when every consumer of an
+     * ended ring is done (or gone), the jitter gives its pages back.
+     */
+    uint32_t done;
+    uint32_t pad_[11];
 };
 
 /** Lines in a tail file: rings one consumer can be given, over its whole attachment. */

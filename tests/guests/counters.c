@@ -23,7 +23,8 @@
  *   closefds N        close 3..1023 one by one, close_range(3, ~0U, 0), dup2(0, fd) and
  *                     close for a few fds in 900..1023, printing the results; then 4
  *                     threads and 2 forked children bump N times each
- *   churn N           N threads one after another, each bumps its counter 100 times
+ *   churn N [S]       N threads one after another, each bumps its counter 100 times;
+ *                     then it prints (flushed) and sleeps S seconds (default 0)
  *   threads N         N threads live at once (barrier), each bumps 100 times, barrier,
  *                     exit; main prints the descriptor open("/dev/null") returns
  *   environ           print /proc/self/environ and environ (sorted)
@@ -293,8 +294,8 @@ static void *bump100(void *arg)
     return NULL;
 }
 
-/* N threads one after another, each bumping its own counter 100 times. */
-static int mode_churn(unsigned n)
+/* N threads one after another, each bumping its own counter 100 times; then hold. */
+static int mode_churn(unsigned n, unsigned hold)
 {
     for (unsigned i = 0; i < n; i++) {
         pthread_t t;
@@ -308,6 +309,8 @@ static int mode_churn(unsigned n)
         pthread_join(t, NULL);
     }
     printf("%u threads, one after another\n", n);
+    fflush(stdout);
+    sleep(hold); /* (a test looks at the process meanwhile) */
     return 0;
 }
 
@@ -482,7 +485,7 @@ int main(int argc, char **argv)
         return mode_threads((unsigned)n);
     } else if (strcmp(mode, "churn") == 0) {
         map_counters(argv[2], (unsigned)n);
-        return mode_churn((unsigned)n);
+        return mode_churn((unsigned)n, argc > 4 ? (unsigned)strtoul(argv[4], NULL, 0) : 0);
     } else if (strcmp(mode, "environ") == 0) {
         map_counters(argv[2], 0);
         return mode_environ();

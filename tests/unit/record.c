@@ -169,6 +169,7 @@ Test(record, header_layout)
     cr_assert_eq(sizeof(struct sluice_ring_tail), 64);
     cr_assert_eq(offsetof(struct sluice_ring_tail, tail_futex), 8);
     cr_assert_eq(offsetof(struct sluice_ring_tail, head_waiting), 12);
+    cr_assert_eq(offsetof(struct sluice_ring_tail, done), 16);
     cr_assert_eq(SLUICE_TAIL_BYTES, 64ull << 20);
 }
 
