@@ -269,8 +269,9 @@ static void refuse(int fd, const char *why)
     snprintf(r.error, sizeof(r.error), "%s", why);
     (void)send_on(fd, &r, -1, MSG_DONTWAIT);
     /* Read what the peer sent already: a socket closed with unread data
-     * resets the peer, which would then never read why it was refused. */
-    while (recv(fd, drop, sizeof(drop), MSG_DONTWAIT) > 0) {
+     * resets the peer, which would then never read why it was refused. An
+     * empty datagram reads as 0 too (as end of stream does): bounded. */
+    for (int k = 0; k < 64 && recv(fd, drop, sizeof(drop), MSG_DONTWAIT) >= 0; k++) {
     }
 }
 

@@ -40,6 +40,10 @@ static int dup_high(int fd)
     }
     for (n = top - 1; n >= 3 && n >= top - FDS_SEARCH; n--) {
         high = fcntl(fd, F_DUPFD_CLOEXEC, (int)n);
+        if (high >= top) {
+            close(high); /* n..top-1 are taken, and the limit is above FDS_TOP: lower */
+            continue;
+        }
         if (high >= 0) {
             return high; /* the lowest free >= n: the highest free, going down */
         }
