@@ -157,12 +157,6 @@ static int send_to(unsigned i, const struct sluice_ctl_msg *m, enum pass pass, t
     }
 }
 
-/*
- * Stop sending to slot @p i, caller holding the ring-list lock and
- * reg.lock: its slot is closed in every ring first (the consumer reads that
- * as "dropped", not as the end of the trace, when its socket then ends),
- * then its socket is shut down (the control thread reaps it).
- */
 /* Close slot @p i in every ring, live or ended; caller holds the ring-list lock. */
 static void close_everywhere(unsigned i)
 {
@@ -174,6 +168,13 @@ static void close_everywhere(unsigned i)
     }
 }
 
+/*
+ * Stop sending to slot @p i, caller holding the ring-list lock and
+ * reg.lock: its slot is closed in every ring first (the consumer reads that
+ * as "dropped", not as the end of the trace, when its socket then ends),
+ * then its socket is shut down (the control thread reaps it). @p why is
+ * said on stderr (NULL: it left, nothing to say).
+ */
 static void cut_off(unsigned i, const char *why)
 {
     if (why) {
