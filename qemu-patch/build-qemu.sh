@@ -42,6 +42,7 @@ patches=("$here"/[0-9][0-9][0-9][0-9]-*.patch)
 configure_flags=(--disable-system --disable-tools --disable-docs --disable-install-blobs
     --disable-werror --enable-plugins --enable-sluice --target-list="$targets")
 
+headers=$(cat "$top/include/sluice/jitter_abi.h" "$top/include/sluice/record.h" | sha256sum)
 key=$( {
     cat "${patches[@]}" "$top/include/sluice/jitter_abi.h" "$top/include/sluice/record.h" "$0"
     echo "${configure_flags[*]}"
@@ -88,10 +89,17 @@ for p in "${patches[@]}"; do
     patch -d "$work/src" -p1 --batch --forward --quiet < "$p" >&2 || die "$(basename "$p") does not apply"
 done
 
+# QEMU compiles against a copy of the headers the key was made of: an edit
+# in the checkout during the build must not reach this cache entry.
+mkdir -p "$work/include/sluice"
+cp "$top/include/sluice/jitter_abi.h" "$top/include/sluice/record.h" "$work/include/sluice/"
+[ "$(cat "$work/include/sluice/jitter_abi.h" "$work/include/sluice/record.h" | sha256sum)" = "$headers" ] ||
+    die "include/sluice changed while the cache key was made: run again"
+
 log "configuring (log: $work/build/config.log)"
 mkdir -p "$work/build"
 (cd "$work/build" && ../src/configure --python=/usr/bin/python3 "${configure_flags[@]}" \
-    --sluice-include="$top/include" >"$work/configure.log" 2>&1) ||
+    --sluice-include="$work/include" >"$work/configure.log" 2>&1) ||
     { tail -30 "$work/configure.log" >&2; die "configure failed"; }
 
 log "building with $jobs jobs (a few minutes the first time)"
