@@ -323,5 +323,6 @@ __attribute__((visibility("default"))) const struct sluice_jitter_ops sluice_jit
     .munmap = image_munmap,
     .fd_next = fds_next,
     .fd_claim = fds_claim,
+    .instrumenting = lift_instrumenting,
     .flushed = j_flushed,
 };

@@ -37,6 +37,11 @@ void lift_enable(int on)
     __atomic_store_n(&L.on, on, __ATOMIC_RELEASE);
 }
 
+int lift_instrumenting(void)
+{
+    return __atomic_load_n(&L.on, __ATOMIC_ACQUIRE);
+}
+
 /* The thread lifting now: where trace_printk messages go. */
 static __thread struct sluice_thread_slot *lifting;
 

@@ -33,6 +33,8 @@ int lift_init(const struct jitter_opts *o);
  */
 void lift_enable(int on);
 
+/** QEMU's instrumenting (see jitter_abi.h): what lift_enable() set last. */
+int lift_instrumenting(void);
 /** QEMU's hook_inst (see jitter_abi.h). */
 int lift_hook_inst(struct sluice_thread_slot *slot, const struct sluice_lift_insn *insn);
 /** QEMU's hook_mem (see jitter_abi.h). */

@@ -35,13 +35,18 @@
  * 7 — host_info.request_flush and ops->flushed: the jitter has QEMU
  * re-translate everything when it starts or stops instrumenting (a
  * process with no consumer attached runs uninstrumented).
+ * 8 — ops->instrumenting: a TB lifted while it answers 0 is lifted as
+ * without sluice (no cursor, no stores, no hook called), so a process
+ * with no consumer runs the code QEMU alone makes; sluice_mem_enabled
+ * (probe_access) sends helpers' accesses down the per-access path only
+ * when helper_mem records them.
  */
 #ifndef SLUICE_JITTER_ABI_H
 #define SLUICE_JITTER_ABI_H
 
 #include <stdint.h>
 
-#define SLUICE_JITTER_ABI_VERSION 7u
+#define SLUICE_JITTER_ABI_VERSION 8u
 
 /**
  * Per-vCPU producer state. It lives in QEMU's CPUNegativeOffsetState
@@ -264,6 +269,14 @@ struct sluice_jitter_ops {
      *         fails with it).
      */
     int (*fd_claim)(int fd);
+    /**
+     * Lift time, at the start of every TB: 1 if the jitter records
+     * anything now. On 0 QEMU lifts the TB exactly as without sluice: no
+     * cursor, no store, none of the hooks above, so its code never writes
+     * a record. The answer may change only before the first guest thread
+     * starts and in flushed(), so TBs of both kinds never run together.
+     */
+    int (*instrumenting)(void);
     /**
      * Exclusive, right after a flush host_info.request_flush asked for:
      * no translated block is left, and none is made until this returns.

@@ -14,9 +14,15 @@ exit 0 with an untraced run's stdout and count exactly what the reference does.
   kill     attaches SIGKILLed mid-handshake and mid-stream are dropped (QUERY)
   uid      the jitter refuses a peer of another uid (SO_PEERCRED)
   garbage  malformed datagrams and silent connections are refused or closed;
-           QUERY and `sluice attach` work afterwards
+           `sluice attach` out of descriptors (ulimit -n 5..7) says so; QUERY
+           and `sluice attach` work afterwards
   ls       `sluice ls [--json]` lists traced guests, not SIGKILLed or exited
            ones; `sluice attach` of a gone or untraced pid exits 2
+  lossy    lossy consumers: delivered + lost equals the reference, per thread
+  rogue    a consumer scribbling on its own tail words stalls nobody
+  zero     QEMU -jitter, attached to one consumer at a time: every window is
+           contiguous in the reference (re-translation at each attach/detach)
+  bare     QEMU -jitter with no consumer lifts QEMU's own TCG ops (-d op)
 
 windows, kill and uid use a private XDG_RUNTIME_DIR, garbage and ls none.
 
@@ -185,6 +191,11 @@ class Ctx:
 
     def path(self, name):
         return common.fresh(os.path.join(self.tmp, name))
+
+    def jitter(self):
+        return os.environ.get("SLUICE_JITTER") or os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(self.args.sluice))), "jitter",
+            "libsluice-jitter.so")
 
     def check(self, ok, what):
         if not ok:
@@ -485,9 +496,7 @@ def case_zero(c):
     each detach has them re-translated without records. So every window must still be a
     contiguous run of the reference's events, per thread: a TB left from before a flush would
     leave a gap (or none would be recorded at all)."""
-    jitter = os.environ.get("SLUICE_JITTER") or os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(c.args.sluice))), "jitter",
-        "libsluice-jitter.so")
+    jitter = c.jitter()
     ref_path = c.path("zero.ref")
     plain = start(c, common.cmd_plain("x86_64", c.prog, ["12"]), "zero-0", c.xdg)
     g = start(c, [common.qemu_bin("x86_64"), "-jitter", jitter, c.prog, "12"], "zero", c.xdg,
@@ -525,6 +534,32 @@ def case_zero(c):
             % (nonempty, len(wins)))
     print("zero: %d attaches to a process nobody else traced, each contiguous in the reference "
           "(%d events in all)" % (len(wins), events))
+
+
+def tcg_ops(c, name, cmd):
+    """The TCG ops QEMU lifted for cmd (-d op), host pointers (exit_tb's) left out."""
+    log = c.path(name + ".ops")
+    rc, _, err = common.run(cmd[:1] + ["-d", "op", "-D", log] + cmd[1:], timeout=120)
+    c.check(rc == 0, "%s: exit %s, stderr %r" % (name, rc, err[-300:]))
+    with open(log, "rb") as f:
+        return re.sub(rb"exit_tb \$0x[0-9a-f]+", b"exit_tb $host", f.read())
+
+
+def case_bare(c):
+    """A QEMU -jitter nobody attaches to lifts exactly the TCG ops QEMU alone lifts: no cursor,
+    no store, nothing (the zero-consumer cost is QEMU's own). memops makes helpers' accesses."""
+    for arch in ("x86_64", "aarch64", "riscv64", "mipsel"):
+        prog = common.need_file(os.path.join(c.args.guests, "memops-" + arch), "guest memops")
+        plain = tcg_ops(c, "bare-plain-" + arch, common.cmd_plain(arch, prog, []))
+        bare = tcg_ops(c, "bare-jitter-" + arch,
+                       [common.qemu_bin(arch), "-jitter", c.jitter(), prog])
+        a, b = plain.split(b"\n"), bare.split(b"\n")
+        i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        c.check(plain == bare and len(a) > 1000, "%s: QEMU -jitter with no consumer lifted other "
+                "ops than QEMU alone (%d and %d lines), first at line %d: %r, not %r"
+                % (arch, len(b), len(a), i + 1, b[i:i + 1], a[i:i + 1]))
+        print("bare %s: %d lines of TCG ops, %s" % (arch, len(a), "the same" if plain == bare
+                                                    else "different"))
 
 
 def case_kill(c):
@@ -753,7 +788,8 @@ def case_lossy(c):
 
 
 CASES = {"windows": case_windows, "kill": case_kill, "uid": case_uid, "garbage": case_garbage,
-         "ls": case_ls, "lossy": case_lossy, "rogue": case_rogue, "zero": case_zero}
+         "ls": case_ls, "lossy": case_lossy, "rogue": case_rogue, "zero": case_zero,
+         "bare": case_bare}
 
 
 def main():
