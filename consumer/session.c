@@ -641,18 +641,23 @@ static void copy_name(char *dst, const char *src, size_t n)
     dst[n - 1] = '\0';
 }
 
-/* A ring this session already reads: the same place, or the same thread. */
-static int known_ring(const struct sluice_session *s, const struct ring_reader *rd)
+/*
+ * A ring this session knows: the same place while we still map it, or the
+ * same thread ever. (The jitter reuses the place of a ring every consumer
+ * has closed and said done to: on_end().) Control thread.
+ */
+static int known_ring(struct sluice_session *s, const struct ring_reader *rd)
 {
     const struct ring_state *r;
+    int known = 0;
 
-    for (r = s->rings; r; r = r->next) {
-        if ((r->rd.ino == rd->ino && r->rd.offset == rd->offset) ||
-            (r->info.pid == rd->hdr->pid && r->info.seq == rd->hdr->seq)) {
-            return 1;
-        }
+    pthread_mutex_lock(&s->rings_lock); /* on_end() unmaps under it */
+    for (r = s->rings; r && !known; r = r->next) {
+        known = (r->rd.map && r->rd.ino == rd->ino && r->rd.offset == rd->offset) ||
+                (r->info.pid == rd->hdr->pid && r->info.seq == rd->hdr->seq);
     }
-    return 0;
+    pthread_mutex_unlock(&s->rings_lock);
+    return known;
 }
 
 /*

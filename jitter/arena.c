@@ -14,11 +14,21 @@
 
 #include "fds.h"
 
+/* Released ranges kept for reuse; past this many, one is forgotten (the file grows instead). */
+#define ARENA_FREE_MAX 256
+
 static struct {
     int fd;        /* the memfd (registered with fds.c), -1 if none */
     int ro_fd;     /* the same file opened read-only, for consumers (registered), -1 if none */
     uint64_t size; /* file bytes handed out so far */
-} arena = {-1, -1, 0};
+    /* Ranges given back (arena_release), reused by an arena_alloc of the same
+     * size: threads that come and go keep the file as long as the most that
+     * lived at once, under a file size limit (ulimit -f) too. */
+    unsigned n_free;
+    struct {
+        uint64_t offset, bytes;
+    } free[ARENA_FREE_MAX];
+} arena = {-1, -1, 0, 0, {{0, 0}}};
 
 /* A read-only descriptor of memfd @p fd (its /proc name opened O_RDONLY), or -errno. */
 static int open_read_only(int fd)
@@ -55,6 +65,7 @@ int arena_open(void)
         return -EMFILE;
     }
     arena.size = 0;
+    arena.n_free = 0;
     return 0;
 }
 
@@ -70,6 +81,7 @@ void arena_forget(void)
         *fd[i] = -1;
     }
     arena.size = 0;
+    arena.n_free = 0;
 }
 
 int arena_fd(void)
@@ -84,12 +96,17 @@ int arena_ro_fd(void)
 
 int arena_alloc(uint64_t bytes, uint64_t *offset)
 {
-    int err = 0;
+    int err;
 
-    fds_lock();
-    if (ftruncate(arena.fd, (off_t)(arena.size + bytes)) < 0) {
-        err = -errno;
+    for (unsigned i = 0; i < arena.n_free; i++) {
+        if (arena.free[i].bytes == bytes) {
+            *offset = arena.free[i].offset;
+            arena.free[i] = arena.free[--arena.n_free];
+            return 0;
+        }
     }
+    fds_lock();
+    err = fds_grow(arena.fd, arena.size + bytes);
     fds_unlock();
     if (err) {
         return err;
@@ -105,4 +122,9 @@ void arena_release(uint64_t offset, uint64_t bytes)
     (void)fallocate(arena.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset,
                     (off_t)bytes);
     fds_unlock();
+    if (arena.n_free < ARENA_FREE_MAX) {
+        arena.free[arena.n_free].offset = offset;
+        arena.free[arena.n_free].bytes = bytes;
+        arena.n_free++;
+    }
 }

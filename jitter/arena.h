@@ -6,7 +6,7 @@
  * thread ran the guest out of them at about a thousand threads). Rings are
  * laid end to end at offsets arena_alloc() hands out; the file grows and
  * never shrinks, but the data of a ring nobody reads any more is given back
- * to the kernel (arena_release()).
+ * to the kernel and its range reused (arena_release()).
  *
  * Threads: arena_alloc/arena_release under the jitter's ring-list lock (or
  * exclusive); arena_fd() anywhere, under fds_lock() if the number is passed
@@ -37,13 +37,19 @@ int arena_fd(void);
 int arena_ro_fd(void);
 
 /**
- * Grow the arena by @p bytes (a multiple of the page size).
- * @param[out] offset file offset of the new range
- * @return 0, or -errno (the arena is unchanged).
+ * A range of @p bytes (a multiple of the page size): one released with the
+ * same size if any, else the arena grows.
+ * @param[out] offset file offset of the range
+ * @return 0, or -errno (the arena is unchanged): -EFBIG past the file size
+ *         limit (RLIMIT_FSIZE, ulimit -f; no SIGXFSZ is raised).
  */
 int arena_alloc(uint64_t bytes, uint64_t *offset);
 
-/** Give the pages of [offset, offset + bytes) back; they read as zero afterwards. */
+/**
+ * Give the pages of [offset, offset + bytes) back (they read as zero
+ * afterwards) and keep the range for an arena_alloc() of the same size.
+ * Only once no consumer reads it any more.
+ */
 void arena_release(uint64_t offset, uint64_t bytes);
 
 #endif /* SLUICE_JITTER_ARENA_H */

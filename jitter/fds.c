@@ -11,7 +11,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 /*
@@ -139,6 +142,28 @@ int fds_claim(int fd)
         }
     }
     pthread_mutex_unlock(&fdreg.lock);
+    return err;
+}
+
+int fds_grow(int fd, uint64_t bytes)
+{
+    const struct timespec now = {0, 0};
+    sigset_t xfsz, was, pending;
+    int err = 0, had;
+
+    /* Past RLIMIT_FSIZE the kernel sends this thread SIGXFSZ, which QEMU
+     * would hand the guest as its own (by default: killed, core dumped). */
+    sigemptyset(&xfsz);
+    sigaddset(&xfsz, SIGXFSZ);
+    pthread_sigmask(SIG_BLOCK, &xfsz, &was);
+    had = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ);
+    if (ftruncate(fd, (off_t)bytes) < 0) {
+        err = -errno;
+        if (err == -EFBIG && !had) {
+            (void)sigtimedwait(&xfsz, NULL, &now); /* ours: take it back */
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
     return err;
 }
 

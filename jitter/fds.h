@@ -17,6 +17,8 @@
 #ifndef SLUICE_JITTER_FDS_H
 #define SLUICE_JITTER_FDS_H
 
+#include <stdint.h>
+
 /**
  * Most descriptors the jitter holds at once: the arena (read-write and
  * read-only), the listening socket, 16 consumers and their tail files,
@@ -48,6 +50,15 @@ int fds_next(int from);
  * @return 0, or -EMFILE when no number is free.
  */
 int fds_claim(int fd);
+
+/**
+ * Set the size of our file @p fd to @p bytes (ftruncate), under fds_lock()
+ * once @p fd is registered.
+ * Past the file size limit (RLIMIT_FSIZE, ulimit -f) it fails with -EFBIG
+ * and the SIGXFSZ the kernel sends is taken back: the guest never sees it.
+ * @return 0 or -errno.
+ */
+int fds_grow(int fd, uint64_t bytes);
 
 /** Hold the registry still (see the file comment). */
 void fds_lock(void);

@@ -59,20 +59,55 @@ struct ring *jitter_ended_rings(void)
     return J.ended;
 }
 
-void jitter_reap(void)
+/* Give back the rings of J.ended every consumer is done with; J.lock held. */
+static void reap_locked(void)
 {
     struct ring **p, *r;
 
-    pthread_mutex_lock(&J.lock);
     for (p = &J.ended; (r = *p);) {
         if (ring_done(r)) {
             *p = r->next;
-            ring_destroy(r, 1); /* its pages go back to the kernel */
+            ring_destroy(r, 1); /* its pages go back to the kernel, its range to the arena */
         } else {
             p = &r->next;
         }
     }
+}
+
+void jitter_reap(void)
+{
+    pthread_mutex_lock(&J.lock);
+    reap_locked();
     pthread_mutex_unlock(&J.lock);
+}
+
+/* How long a thread start waits for consumers to finish ended rings when the arena is full. */
+#define ARENA_WAIT_MS 10000
+
+/*
+ * A ring for thread @p tid; J.lock held (dropped while waiting). Past the
+ * file size limit (ulimit -f), ended threads' rings that consumers still
+ * read hold the room: wait for them to be done, a while.
+ */
+static struct ring *new_ring(struct sluice_thread_slot *slot, uint32_t tid)
+{
+    struct ring *r;
+
+    for (int waited = 0;; waited += 10) {
+        reap_locked();
+        r = ring_create(J.ring_bytes, (uint32_t)getpid(), tid, J.seq, J.arch, J.comm, J.big_endian,
+                        slot);
+        if (r || errno != EFBIG || !J.ended || waited >= ARENA_WAIT_MS) {
+            break;
+        }
+        pthread_mutex_unlock(&J.lock);
+        usleep(10000);
+        pthread_mutex_lock(&J.lock);
+    }
+    if (r) {
+        J.seq++;
+    }
+    return r;
 }
 
 void jitter_consumers_changed(void)
@@ -142,12 +177,16 @@ static void j_thread_start(struct sluice_thread_slot *slot, uint32_t tid)
         lift_enable(ctl_consumers() > 0);
         J.started = 1;
     }
-    r = ring_create(J.ring_bytes, (uint32_t)getpid(), tid, J.seq++, J.arch, J.comm, J.big_endian,
-                    slot);
+    r = new_ring(slot, tid);
     if (!r) {
         /* No ring means records would go nowhere: refuse to run untraced silently. */
-        fprintf(stderr, "sluice-jitter: cannot create the trace ring of thread %u: %s\n", tid,
-                strerror(errno));
+        int err = errno;
+
+        fprintf(stderr, "sluice-jitter: cannot create the trace ring of thread %u: %s%s\n", tid,
+                strerror(err),
+                err == EFBIG ? " (the rings share one file: raise the file size limit, ulimit -f,"
+                               " or make them smaller, ring_bytes=)"
+                             : "");
         exit(1);
     }
     r->next = J.rings;

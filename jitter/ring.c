@@ -106,8 +106,12 @@ struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq
     r->size = size;
     r->map_bytes = SLUICE_RING_HDR_BYTES + 2 * size;
     err = arena_alloc(SLUICE_RING_HDR_BYTES + size, &r->offset);
-    if (err < 0 || map_ring(r) < 0) {
-        err = err < 0 ? -err : errno;
+    if (err == 0 && map_ring(r) < 0) {
+        err = -errno;
+        arena_release(r->offset, SLUICE_RING_HDR_BYTES + size);
+    }
+    if (err < 0) {
+        err = -err;
         free(r);
         errno = err;
         return NULL;

@@ -67,10 +67,12 @@ int tails_new(unsigned i)
     fd = memfd_create("sluice-tails", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     /* Never shrunk (a consumer that could would make our next access a SIGBUS);
      * mapped whole, touched only below its size. */
-    if (fd < 0 || ftruncate(fd, (off_t)bytes) < 0 ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) < 0 ||
-        mmap(place(i), SLUICE_TAIL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
-            MAP_FAILED) {
+    if (fd < 0) {
+        err = -errno;
+    } else if ((err = fds_grow(fd, bytes)) == 0 &&
+               (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) < 0 ||
+                mmap(place(i), SLUICE_TAIL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                     fd, 0) == MAP_FAILED)) {
         err = -errno;
     }
     tails_drop(i);
@@ -117,8 +119,7 @@ static int grow(unsigned i, uint64_t bytes)
     fds_lock();
     if (fstat(T.fd[i], &st) < 0) {
         err = -errno;
-    } else if ((uint64_t)st.st_size < bytes && ftruncate(T.fd[i], (off_t)bytes) < 0) {
-        err = -errno;
+    } else if ((uint64_t)st.st_size < bytes && (err = fds_grow(T.fd[i], bytes)) < 0) {
         /* Sealed against shrinking: a sibling process that grew it further wins. */
         if (fstat(T.fd[i], &st) == 0 && (uint64_t)st.st_size >= bytes) {
             err = 0;

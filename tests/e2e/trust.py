@@ -36,6 +36,9 @@ Cases (one meson test each, on every architecture unless said otherwise):
             take long on the other two) and 200 under `ulimit -n 64`; exact
             counts, and stdout (the fd open() returns) and exit status equal
             an untraced run's under the same limit
+  fsize     `ulimit -f` 8 MiB, 1 MiB rings: 150 threads one after another, exact
+            counts (the block table does not fit, ended rings' room is reused);
+            512 KiB: no ring fits, sluice fails with a line naming `ulimit -f`
   environ   /proc/self/environ and environ, as the guest prints them, equal an
             untraced run's (no SLUICE_* variable may show)
   bytes     the bytes filter (tests/e2e/filters/bytes.bpf.c) selecting each
@@ -538,9 +541,32 @@ def case_bytes(c):
               ["pagecross", c.path("pagecross.ctr"), "1000"], pat)
 
 
+def fsize(n):
+    """A preexec_fn: `ulimit -f` of n bytes (the jitter's ring arena is a file)."""
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
+
+
+def case_fsize(c):
+    # Under a file size limit the 64 MiB block table does not fit (records per instruction)
+    # and each ring must reuse the range an ended thread's ring gave back: 150 threads of
+    # 1 MiB rings in an 8 MiB limit. Before, the jitter's ftruncate raised SIGXFSZ and QEMU
+    # died of it, handed to the guest as its own.
+    ring = {"SLUICE_RING_BYTES": "1M"}
+    c.traced("fsize churn", ["churn", "150"], each=100, show_out=True, preexec_fn=fsize(8 << 20),
+             extra_env=ring)
+    # A ring that cannot fit at all: one line that names the limit, and no signal.
+    rc, _, err = c.sluice("stats", c.path("fsize-small.stats"),
+                          ["churn", c.path("fsize-small.ctr"), "3"], preexec_fn=fsize(512 << 10),
+                          extra_env=ring)
+    problems = []
+    if rc <= 0 or b"ulimit -f" not in err:
+        problems.append("sluice %s, stderr %r" % (describe(rc), err[-400:]))
+    c.report("fsize 512 KiB", problems, "%s, %r" % (describe(rc), err.strip().split(b"\n")[-1:]))
+
+
 CASES = {"exec": case_exec, "exit": case_exit, "kill": case_kill, "closefds": case_closefds,
          "threads": case_threads, "churn": case_churn, "environ": case_environ,
-         "bytes": case_bytes}
+         "bytes": case_bytes, "fsize": case_fsize}
 
 
 def main():
