@@ -88,7 +88,9 @@ int ctl_recv(int fd, struct sluice_ctl_msg *msg, int *ring_fd)
             close(*ring_fd);
             *ring_fd = -1;
         }
-        return -EPROTO;
+        /* Our buffer holds 8 descriptors and the jitter sends 1: a cut
+         * means the kernel could not install it here (out of descriptors). */
+        return (mh.msg_flags & MSG_CTRUNC) && (size_t)n == sizeof(*msg) ? -EMFILE : -EPROTO;
     }
     return 1;
 }

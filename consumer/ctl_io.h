@@ -20,7 +20,9 @@ int ctl_send_hello(int fd, int lossless);
  * @param[out] ring_fd the attached file descriptor (close-on-exec), or -1 if
  *                    none came; extra descriptors are closed
  * @return 1 message; 0 end of stream; -EPROTO for a datagram of the wrong
- *         size or truncated control data (its fds are closed); -errno.
+ *         size (its fds are closed); -EMFILE when the kernel dropped
+ *         descriptors sent with it (MSG_CTRUNC: this process is at its
+ *         RLIMIT_NOFILE); -errno.
  */
 int ctl_recv(int fd, struct sluice_ctl_msg *msg, int *ring_fd);
 

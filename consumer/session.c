@@ -130,6 +130,14 @@ static int set_error(struct sluice_session *s, int code, const char *fmt, ...)
     return code;
 }
 
+/* What ctl_recv()'s @p n < 0 means, for a person. */
+static const char *recv_error(int n)
+{
+    return n == -EMFILE ? "a descriptor the jitter sent was dropped: too many open files here "
+                          "(ulimit -n)"
+                        : strerror(-n);
+}
+
 struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callbacks *cb,
                                            const struct sluice_consumer_opts *opts)
 {
@@ -839,7 +847,7 @@ static int read_welcome(struct sluice_session *s)
     }
     if (n <= 0) {
         return set_error(s, n == 0 ? -EPROTO : n, "control socket: %s before WELCOME",
-                         n == 0 ? "end of stream" : strerror(-n));
+                         n == 0 ? "end of stream" : recv_error(n));
     }
     if (m.type == SLUICE_CTL_REFUSED) {
         copy_name(m.error, m.error, sizeof(m.error));
@@ -878,7 +886,7 @@ static void receive_rings(struct sluice_session *s)
             break;
         }
         if (n < 0) {
-            set_error(s, n, "control socket: %s", strerror(-n));
+            set_error(s, n, "control socket: %s", recv_error(n));
             if (n != -EPROTO) {
                 break; /* a malformed datagram is skipped; a dead socket ends */
             }
