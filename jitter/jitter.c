@@ -307,6 +307,14 @@ static void j_fork_end(int child, struct sluice_thread_slot *slot, uint32_t tid)
     }
     ctl_fork_child();
     j_thread_start(slot, tid);
+    /* A consumer came (or went) while the parent's flush was still to come:
+     * the child has the parent's old TBs and answers, and a request of the
+     * parent's that may never run here (it waited on another vCPU). Ask
+     * again: QEMU's request kicks this vCPU, which then takes the flush
+     * before it runs any TB. (A child traced as 0 instructions, without.) */
+    if ((ctl_consumers() > 0) != lift_instrumenting()) {
+        jitter_consumers_changed();
+    }
 }
 
 static uint64_t j_lift_block(struct sluice_thread_slot *slot, const struct sluice_lift_block *b)

@@ -23,6 +23,8 @@ exit 0 with an untraced run's stdout and count exactly what the reference does.
   zero     QEMU -jitter, attached to one consumer at a time: every window is
            contiguous in the reference (re-translation at each attach/detach)
   bare     QEMU -jitter with no consumer lifts QEMU's own TCG ops (-d op)
+  forks    QEMU -jitter running forkloop, 30 attach windows on x86_64 and
+           aarch64: every child forked inside a window is traced whole
 
 windows, kill and uid use a private XDG_RUNTIME_DIR, garbage and ls none.
 
@@ -563,6 +565,54 @@ def case_bare(c):
                                                     else "different"))
 
 
+def case_forks(c):
+    """QEMU -jitter running forkloop (children forked one after another, two threads spinning),
+    nobody else attached; 30 `sluice attach --tool stats --json` windows of 0.1-0.3 s per
+    architecture. A child forked between an attach and the flush it asks for inherited the
+    parent's uninstrumented code and answers, and no flush of its own: traced as 0 instructions,
+    exit 0 (3 and 7 in 40 windows). A child forked before an attach is not the consumer's (it
+    sees the children of the processes it attached to, forked while it is attached); every
+    child a window shows but its last (which may outlive it) must show the instruction count
+    every child has."""
+    rnd = random.Random(11)
+    for arch in ("x86_64", "aarch64"):
+        prog = common.need_file(os.path.join(c.args.guests, "forkloop-" + arch), "guest forkloop")
+        g = start(c, [common.qemu_bin(arch), "-jitter", c.jitter(), prog, "15"], "forks-" + arch,
+                  c.xdg)
+        sock, end = os.path.join(c.xdg, "sluice", "%d.sock" % g.pid), time.monotonic() + 20
+        while not os.path.exists(sock) and time.monotonic() < end:
+            time.sleep(0.02)
+        counts = []  # (window, child pid, insns)
+        for k in range(30):
+            if g.poll() is not None:
+                break
+            p, out = c.attach(g.pid, "forks-%s-%d" % (arch, k), c.xdg, "stats", ["--json"])
+            sigint_ready(p.pid)
+            time.sleep(rnd.uniform(0.1, 0.3))
+            p.send_signal(signal.SIGINT)
+            rc, _, err = finish(p, 60)
+            c.check(rc == 0, "%s window %d: exit %s, stderr %r" % (arch, k, rc, err[-300:]))
+            try:
+                threads = json.loads(slurp(out))["threads"]
+            except (OSError, ValueError, KeyError) as e:
+                c.check(False, "%s window %d: no stats JSON (%s)" % (arch, k, e))
+                continue
+            kids = sorted((t["pid"], t["insns"]) for t in threads
+                          if t["pid"] == t["tid"] and t["pid"] != g.pid)
+            counts += [(k, pid, n) for pid, n in kids[:-1]]  # the last may outlive the window
+        rc, out, err = finish(g, 60)
+        c.check(rc == 0 and out.startswith(b"forkloop: some"), "%s guest: exit %s, stdout %r, "
+                "stderr %r" % (arch, rc, out, err[-300:]))
+        usual = collections.Counter(n for _, _, n in counts).most_common(1)
+        odd = [(k, pid, n) for k, pid, n in counts if n != usual[0][0]] if usual else []
+        c.check(len(counts) >= 20 and usual and usual[0][0] > 100000 and not odd,
+                "%s: %d children inside windows, usual count %s, others (window, pid, insns): %s"
+                % (arch, len(counts), usual[0][0] if usual else None, odd[:10]))
+        print("forks %s: %d children inside %d windows, each %s instructions%s"
+              % (arch, len(counts), k + 1, usual[0][0] if usual else "?",
+                 "" if not odd else "; %d not" % len(odd)))
+
+
 def case_kill(c):
     run = Run(c, "kill", 10, c.xdg)
     for k, delay in enumerate((0, 0.05, 0.3, 0.8, 1.5)):
@@ -801,7 +851,7 @@ def case_lossy(c):
 
 CASES = {"windows": case_windows, "kill": case_kill, "uid": case_uid, "garbage": case_garbage,
          "ls": case_ls, "lossy": case_lossy, "rogue": case_rogue, "zero": case_zero,
-         "bare": case_bare}
+         "bare": case_bare, "forks": case_forks}
 
 
 def main():
