@@ -576,13 +576,34 @@ static int detached_here(struct ring_state *r)
     return r->rd.pos >= r->stop;
 }
 
+/* Why the jitter drops a consumer; the guest's stderr says which. */
+#define DROPPED                                                                                    \
+    "the jitter dropped this consumer (it did not read its control socket in time, or held "       \
+    "ended threads' rings the guest's ulimit -f needed; the guest's stderr says)"
+
 /* The jitter closed our slot of @p r while its producer ran on: say so. */
 static void dropped(struct ring_state *r)
 {
-    set_error(r->s, -ECONNRESET,
-              "the jitter dropped this consumer (it did not read its control socket in time): "
-              "the trace of tid %u stops at position %llu",
+    set_error(r->s, -ECONNRESET, DROPPED ": the trace of tid %u stops at position %llu",
               r->info.tid, (unsigned long long)r->rd.pos);
+}
+
+/*
+ * Whether the jitter has dropped us: it closes our slot in every ring
+ * before it shuts our socket, and a ring it announced before may be gone
+ * (its place reused) by the time we read the announcement. Control thread.
+ */
+static int was_dropped(struct sluice_session *s)
+{
+    const struct ring_state *r;
+    int closed = 0;
+
+    pthread_mutex_lock(&s->rings_lock); /* on_end() unmaps under it */
+    for (r = s->rings; r && !closed; r = r->next) {
+        closed = r->rd.map && !ring_reader__slot_open(&r->rd);
+    }
+    pthread_mutex_unlock(&s->rings_lock);
+    return closed && !__atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE);
 }
 
 static void *ring_thread(void *arg)
@@ -743,11 +764,16 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
     err = ring_reader__open(&r->rd, fd, m->offset, m->slot, s->tails + m->line);
     if (err) {
         close(fd);
+        if (was_dropped(s)) {
+            set_error(s, -ECONNRESET, DROPPED);
+        }
         set_error(s, err == -EINVAL ? -EPROTO : err, "tid %u: %s", m->tid, r->rd.err);
         free(r);
         return;
     }
-    if (check_announced(s, r, m) < 0) {
+    /* Dropped, the announcement may name a place reused since: say why, not what we found. */
+    err = was_dropped(s) ? set_error(s, -ECONNRESET, DROPPED) : check_announced(s, r, m);
+    if (err < 0) {
         close(fd);
         ring_reader__close(&r->rd);
         free(r);

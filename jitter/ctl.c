@@ -235,6 +235,32 @@ static void give_ring(struct ring *r, unsigned i, time_t until)
     }
 }
 
+/* Whether slot @p i holds a ring of an ended thread unread; ring-list lock held. */
+static int holds_ended(unsigned i)
+{
+    for (struct ring *r = jitter_ended_rings(); r; r = r->next) {
+        if (ring_slot_unread(r, i)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+unsigned ctl_drop_holders(int lossy_only, const char *why)
+{
+    unsigned i, n = 0;
+
+    pthread_mutex_lock(&reg.lock);
+    for (i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
+        if (reg.c[i].state == LIVE && !(lossy_only && reg.c[i].lossless) && holds_ended(i)) {
+            cut_off(i, why);
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&reg.lock);
+    return n;
+}
+
 void ctl_announce(struct ring *r)
 {
     time_t until = now_s() + SEND_SECONDS;

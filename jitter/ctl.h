@@ -31,6 +31,15 @@ unsigned ctl_consumers(void);
 void ctl_wait_attach(void);
 
 /**
+ * Drop every attached consumer (only the lossy ones if @p lossy_only) that
+ * still holds a ring of an ended thread unread (ring_slot_unread()), saying
+ * @p why on stderr: its slots close, so those rings can go. Any thread,
+ * under the ring-list lock.
+ * @return how many were dropped.
+ */
+unsigned ctl_drop_holders(int lossy_only, const char *why);
+
+/**
  * vCPU, new ring, under the ring-list lock: open its slot of every attached
  * consumer and send them the arena and its offset.
  */

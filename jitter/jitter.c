@@ -81,28 +81,39 @@ void jitter_reap(void)
     pthread_mutex_unlock(&J.lock);
 }
 
-/* How long a thread start waits for consumers to finish ended rings when the arena is full. */
+/* How long a thread start waits for lossless consumers to finish ended rings (arena full). */
 #define ARENA_WAIT_MS 10000
 
 /*
  * A ring for thread @p tid; J.lock held (dropped while waiting). Past the
- * file size limit (ulimit -f), ended threads' rings that consumers still
- * read hold the room: wait for them to be done, a while.
+ * file size limit (ulimit -f), ended threads' rings that consumers have not
+ * finished hold the room: lossy consumers that hold any are dropped at once
+ * (the guest never waits for them), lossless ones after ARENA_WAIT_MS (as a
+ * consumer that stops reading its socket is: ctl.c).
  */
 static struct ring *new_ring(struct sluice_thread_slot *slot, uint32_t tid)
 {
+    static const char why[] = "it holds rings of ended threads unread, and they fill the ring "
+                              "file (ulimit -f)";
+    int waited = 0, dropped = 0; /* 1: lossy holders, 2: all */
     struct ring *r;
 
-    for (int waited = 0;; waited += 10) {
+    for (;;) {
         reap_locked();
         r = ring_create(J.ring_bytes, (uint32_t)getpid(), tid, J.seq, J.arch, J.comm, J.big_endian,
                         slot);
-        if (r || errno != EFBIG || !J.ended || waited >= ARENA_WAIT_MS) {
+        if (r || errno != EFBIG || !J.ended || dropped == 2) {
             break;
+        }
+        if (dropped == 0 || waited >= ARENA_WAIT_MS) {
+            (void)ctl_drop_holders(dropped == 0, why);
+            dropped++;
+            continue;
         }
         pthread_mutex_unlock(&J.lock);
         usleep(10000);
         pthread_mutex_lock(&J.lock);
+        waited += 10;
     }
     if (r) {
         J.seq++;

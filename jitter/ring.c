@@ -173,6 +173,13 @@ void ring_slot_close(struct ring *r, unsigned i)
     ring_wake_producer(r, i);
 }
 
+int ring_slot_unread(const struct ring *r, unsigned i)
+{
+    uint32_t open = __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE);
+
+    return (open >> i & 1) && !__atomic_load_n(&r->tail[i]->done, __ATOMIC_ACQUIRE);
+}
+
 int ring_slot_lossy(const struct ring *r, unsigned i)
 {
     uint32_t open = __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE);

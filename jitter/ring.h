@@ -119,6 +119,12 @@ void ring_slot_open(struct ring *r, unsigned i, int lossless, struct sluice_ring
 /** Close slot @p i: the producer no longer waits for it nor takes from it (woken if it waits). */
 void ring_slot_close(struct ring *r, unsigned i);
 
+/**
+ * Whether slot @p i is open on @p r and its consumer has not said it is done
+ * with it (ring_done()): it holds the ring's room in the arena. Any thread.
+ */
+int ring_slot_unread(const struct ring *r, unsigned i);
+
 /** Whether slot @p i is open, and lossy. Any thread. */
 int ring_slot_lossy(const struct ring *r, unsigned i);
 

@@ -38,7 +38,9 @@ Cases (one meson test each, on every architecture unless said otherwise):
             an untraced run's under the same limit
   fsize     `ulimit -f` 8 MiB, 1 MiB rings: 150 threads one after another, exact
             counts (the block table does not fit, ended rings' room is reused);
-            512 KiB: no ring fits, sluice fails with a line naming `ulimit -f`
+            512 KiB: no ring fits, sluice fails with a line naming `ulimit -f`;
+            8 MiB with a lossy consumer that never reads (as if stopped): it is
+            dropped at once, the guest ends in time with exact counts
   environ   /proc/self/environ and environ, as the guest prints them, equal an
             untraced run's (no SLUICE_* variable may show)
   bytes     the bytes filter (tests/e2e/filters/bytes.bpf.c) selecting each
@@ -69,6 +71,7 @@ import sys
 import tempfile
 import time
 
+import attach
 import common
 
 BINUTILS = {"x86_64": "", "aarch64": "aarch64-linux-gnu-", "riscv64": "riscv64-linux-gnu-",
@@ -562,7 +565,60 @@ def case_fsize(c):
     if rc <= 0 or b"ulimit -f" not in err:
         problems.append("sluice %s, stderr %r" % (describe(rc), err[-400:]))
     c.report("fsize 512 KiB", problems, "%s, %r" % (describe(rc), err.strip().split(b"\n")[-1:]))
+    fsize_stopped(c)
 
+
+def fsize_stopped(c):
+    # A lossy consumer that never reads (HELLO, then nothing: a stopped one) holds the rings of
+    # ended threads unread while threads churn under ulimit -f. It must be dropped at once, and
+    # the guest run on with exact counts (it died after 10 s: "cannot create the trace ring ...
+    # File too large"; a SIGSTOPped `sluice attach --lossy` did the same).
+    ctr, dump = c.path("fsize-stopped.ctr"), c.path("fsize-stopped.dump")
+    env = dict(common.guest_env(sluice=True), SLUICE_RING_BYTES="1M")
+    run = subprocess.Popen(common.cmd_sluice(c.args.sluice, "dump", dump, c.prog,
+                                             ["churn", ctr, "150"],
+                                             extra=c.filter + ["--wait-attach", "1"]),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                           preexec_fn=fsize(8 << 20), start_new_session=True)
+    qemu, sock, t0 = None, None, time.monotonic()
+    while sock is None and time.monotonic() < t0 + 20:  # QEMU, then its socket (README)
+        time.sleep(0.05)
+        try:
+            with open("/proc/%d/task/%d/children" % (run.pid, run.pid)) as f:
+                qemu = next((int(k) for k in f.read().split()), None)
+        except OSError:
+            break
+        dirs = [os.path.join(env["XDG_RUNTIME_DIR"], "sluice")] if "XDG_RUNTIME_DIR" in env else []
+        sock = next((p for d in dirs + ["/tmp/sluice-%d" % os.getuid()]
+                     for p in [os.path.join(d, "%s.sock" % qemu)] if qemu and os.path.exists(p)),
+                    None)
+    problems, took = [], 0.0
+    if sock is None:
+        problems.append("no socket of the traced QEMU (pid %s) within 20 s" % qemu)
+        os.killpg(run.pid, signal.SIGKILL)
+    else:
+        silent = attach.connect(sock)
+        silent.send(attach.msg(attach.HELLO, lossless=0))
+    t1 = time.monotonic()
+    try:
+        out, err = run.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        out, err = run.communicate()
+    took = time.monotonic() - t1
+    if sock is not None:
+        silent.close()
+    if run.returncode != 0 or not out.startswith(b"150 threads") or took > 8 or \
+            b"dropped: it holds rings of ended threads unread" not in err:
+        problems.append("sluice run: %s after %.1f s with a silent lossy consumer, stdout %r, "
+                        "stderr %r" % (describe(run.returncode), took, out, err[-300:]))
+    if os.path.exists(ctr):
+        p, figures = compare(Counters(ctr), dump)
+        problems += p
+    else:
+        figures = "no counters file"
+    c.report("fsize silent lossy consumer", problems, "guest done in %.1f s, %s"
+             % (took, figures))
 
 CASES = {"exec": case_exec, "exit": case_exit, "kill": case_kill, "closefds": case_closefds,
          "threads": case_threads, "churn": case_churn, "environ": case_environ,
