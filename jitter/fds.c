@@ -167,6 +167,23 @@ int fds_grow(int fd, uint64_t bytes)
     return err;
 }
 
+int fds_spare(int want)
+{
+    int fd[8], n, err = 0;
+
+    for (n = 0; n < want && n < 8; n++) {
+        fd[n] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd[n] < 0) {
+            err = -errno;
+            break;
+        }
+    }
+    while (n > 0) {
+        close(fd[--n]);
+    }
+    return err;
+}
+
 void fds_lock(void)
 {
     pthread_mutex_lock(&fdreg.lock);

@@ -141,6 +141,9 @@ void jitter_for_each_ring(void (*fn)(struct ring *r, void *arg), void *arg)
     pthread_mutex_unlock(&J.lock);
 }
 
+/* Descriptors QEMU needs free after our init: one, for the program (it closes it). */
+#define JITTER_SPARE_FDS 1
+
 static int j_init(const struct sluice_host_info *info)
 {
     const char *base = strrchr(info->exe, '/');
@@ -167,6 +170,12 @@ static int j_init(const struct sluice_host_info *info)
         return -EINVAL;
     }
     err = ctl_init(J.arch, J.comm, o.consumer_fd, o.listen, o.wait_attach);
+    if (err == 0 && fds_spare(JITTER_SPARE_FDS) < 0) {
+        /* QEMU could not even open the program (and says so on a stdout it never flushes). */
+        fprintf(stderr, "sluice-jitter: ulimit -n leaves QEMU no descriptor beside the jitter's: "
+                        "raise it\n");
+        return -EMFILE;
+    }
     if (err == 0) {
         ctl_wait_attach(); /* before the guest's first instruction */
         __atomic_store_n(&J.request_flush, info->request_flush, __ATOMIC_RELEASE);

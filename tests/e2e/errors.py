@@ -11,7 +11,8 @@ another library or a text file, and a QEMU without the sluice patch (a stand-in
 script: no unpatched QEMU is installed). When QEMU dies before tracing starts
 anyway (stand-ins that fail or are killed; a real QEMU given an interpreter it
 cannot load), sluice waits for it and adds one line naming its status, exit 2,
-no table.
+no table. Under `ulimit -n 8` (the jitter's descriptors leave QEMU none for the
+program) the jitter says so in one line, and sluice adds QEMU's status.
 
 Writing the report: `stats` to a stderr that fails (2>/dev/full) must exit 1.
 A dump that hits the file size limit (RLIMIT_FSIZE, SIGXFSZ ignored: writes
@@ -93,10 +94,10 @@ def sluice_cmd(args, prog, guest_args=(), tool="stats", extra=()):
     return [args.sluice, "run", "--tool", tool] + list(extra) + ["--", prog] + list(guest_args)
 
 
-def expect(what, cmd, want_lines, extra_env=None, want_rc=2):
+def expect(what, cmd, want_lines, extra_env=None, want_rc=2, preexec_fn=None):
     """Runs cmd; stderr must be exactly want_lines (a str: that one line; a list: those,
     where a None entry matches any line) and the exit status want_rc."""
-    rc, _, err = common.run(cmd, extra_env=extra_env)
+    rc, _, err = common.run(cmd, extra_env=extra_env, preexec_fn=preexec_fn)
     lines = err.decode(errors="replace").splitlines()
     want = [want_lines] if isinstance(want_lines, str) else want_lines
     good = rc == want_rc and len(lines) == len(want) and all(
@@ -239,6 +240,18 @@ def qemus(args, tmp):
     return ok
 
 
+def nofile(args):
+    """Under `ulimit -n 8` the jitter's descriptors leave QEMU none for the program: QEMU's
+    own message went to a stdout it never flushed (nothing was said). Now the jitter says it."""
+    prog = os.path.join(args.guests, "exitcode-x86_64")
+    return expect("ulimit -n 8", sluice_cmd(args, prog, ["0"]),
+                  ["sluice-jitter: ulimit -n leaves QEMU no descriptor beside the jitter's: "
+                   "raise it",
+                   "sluice: QEMU exited with status 1 before tracing started (its message is "
+                   "above)"],
+                  preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (8, 8)))
+
+
 def full_stderr(args):
     """The report to a stderr that fails: exit 1 (the guest exits 0)."""
     ok = True
@@ -315,6 +328,7 @@ def main():
         ok = dynamic(args, tmp) and ok
         ok = jitter(args, tmp) and ok
         ok = qemus(args, tmp) and ok
+        ok = nofile(args) and ok
         ok = full_stderr(args) and ok
         ok = file_size_limit(args, tmp, 0) and ok
         ok = file_size_limit(args, tmp, 3) and ok
