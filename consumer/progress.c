@@ -1,16 +1,22 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * progress.c — progress lines for `sluice run` (see progress.h).
+ * progress.c — the status line of `sluice run` and `sluice attach` (see
+ * progress.h).
  *
  * Owns one thread that sleeps on a condition variable, so stopping it is
- * immediate. It only reads the session's atomic event counter; it must
- * never touch anything else of the session.
+ * immediate. It only reads the session's live figures
+ * (sluice_session__progress()); it must never touch anything else of the
+ * session, nor write anything but its own line.
  */
 #include "progress.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+
+/* Carriage return, then erase to the end of the line (ECMA-48 EL). */
+#define LINE_START "\r\033[K"
 
 static double now(void)
 {
@@ -20,43 +26,51 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* One status line, rewritten over the last; no newline. */
+static void show(const struct sluice_progress *f, double elapsed, double rate)
+{
+    fprintf(stderr,
+            LINE_START "sluice: %.0f s, %.1f M events/s, %.1f M events, %" PRIu32
+                       " thread%s, lost %" PRIu64,
+            elapsed, rate / 1e6, (double)f->events / 1e6, f->threads, f->threads == 1 ? "" : "s",
+            f->lost);
+    fflush(stderr);
+}
+
 static void *progress_thread(void *arg)
 {
     struct progress *p = arg;
     double t0 = now(), last_t = t0;
-    unsigned long long last = 0;
-    int period = p->period_s;
+    uint64_t last = 0;
 
     pthread_mutex_lock(&p->lock);
     while (!p->stop) {
+        struct sluice_progress f;
         struct timespec until;
+        double t;
 
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += period;
+        until.tv_sec += 1;
         if (pthread_cond_timedwait(&p->cond, &p->lock, &until) == 0 || p->stop) {
             continue;
         }
-        {
-            unsigned long long ev = sluice_session__events(p->s);
-            double t = now();
-
-            fprintf(stderr, "sluice: %llu events in %.0f s, %.1f M events/s\n", ev, t - t0,
-                    t > last_t ? (double)(ev - last) / (t - last_t) / 1e6 : 0.0);
-            last = ev;
-            last_t = t;
-        }
+        sluice_session__progress(p->s, &f);
+        t = now();
+        show(&f, t - t0, t > last_t ? (double)(f.events - last) / (t - last_t) : 0.0);
+        p->shown = 1;
+        last = f.events;
+        last_t = t;
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
 }
 
-void progress_start(struct progress *p, const struct sluice_session *s, int period_s)
+void progress_start(struct progress *p, const struct sluice_session *s)
 {
     memset(p, 0, sizeof(*p));
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->cond, NULL);
     p->s = s;
-    p->period_s = period_s > 0 ? period_s : 2;
     p->running = pthread_create(&p->thread, NULL, progress_thread, p) == 0;
 }
 
@@ -70,6 +84,10 @@ void progress_stop(struct progress *p)
     pthread_cond_signal(&p->cond);
     pthread_mutex_unlock(&p->lock);
     pthread_join(p->thread, NULL);
+    if (p->shown) {
+        fputs(LINE_START, stderr); /* the summary that follows starts a clean line */
+        fflush(stderr);
+    }
     p->running = 0;
     pthread_cond_destroy(&p->cond);
     pthread_mutex_destroy(&p->lock);

@@ -88,6 +88,7 @@ struct sluice_session {
     int wake[2];     /* pipe: detach writes a byte, the control thread's poll wakes */
     int welcome_ms;  /* how long to wait for WELCOME; -1: as long as it takes */
     uint64_t events; /* atomic: records decoded */
+    uint64_t lost;   /* atomic: events LOST records delivered said were lost */
     struct ring_state *rings, **rings_tail;
     size_t n_rings;
     struct block_tables tables; /* one per arena, shared by its rings */
@@ -106,8 +107,8 @@ struct sluice_session {
      * not leave a stack and a mapping behind for each). */
     pthread_mutex_t rings_lock;
     pthread_cond_t readers_done;
-    unsigned readers_live;
-    int err_code; /* first error, negative errno */
+    unsigned readers_live; /* changed under rings_lock, atomically: progress() reads it */
+    int err_code;          /* first error, negative errno */
     char err[256];
 };
 
@@ -270,6 +271,7 @@ static void on_deliver(void *ctx, struct order_entry *e)
         r->counts.loads += c->counts.loads;
         r->counts.stores += c->counts.stores;
         r->counts.lost += c->counts.lost;
+        __atomic_fetch_add(&s->lost, c->counts.lost, __ATOMIC_RELAXED);
         for (i = 0; s->cb.trace && i < c->n_items; i++) {
             s->cb.trace(s->cb.user, &r->info, c->items + i * s->cb.item_size);
         }
@@ -654,7 +656,7 @@ static void *ring_thread(void *arg)
     r->end.last = 1;
     order__push(&r->s->ord, &r->end);
     pthread_mutex_lock(&r->s->rings_lock);
-    if (--r->s->readers_live == 0) {
+    if (__atomic_sub_fetch(&r->s->readers_live, 1, __ATOMIC_RELAXED) == 0) {
         pthread_cond_signal(&r->s->readers_done);
     }
     pthread_mutex_unlock(&r->s->rings_lock);
@@ -727,7 +729,8 @@ static int start_reader(struct sluice_session *s, struct ring_state *r)
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_mutex_lock(&s->rings_lock);
     err = pthread_create(&th, &attr, ring_thread, r);
-    s->readers_live += err == 0;
+    __atomic_add_fetch(&s->readers_live, err == 0,
+                       __ATOMIC_RELAXED); /* progress() reads it unlocked */
     pthread_mutex_unlock(&s->rings_lock);
     pthread_attr_destroy(&attr);
     return err;
@@ -1018,6 +1021,14 @@ size_t sluice_session__salvaged(const struct sluice_session *s, uint64_t *bytes)
 uint64_t sluice_session__events(const struct sluice_session *s)
 {
     return __atomic_load_n(&s->events, __ATOMIC_RELAXED);
+}
+
+void sluice_session__progress(const struct sluice_session *s, struct sluice_progress *out)
+{
+    out->events = __atomic_load_n(&s->events, __ATOMIC_RELAXED);
+    out->lost = __atomic_load_n(&s->lost, __ATOMIC_RELAXED);
+    /* Changed under rings_lock; a status line can take it a moment stale. */
+    out->threads = __atomic_load_n(&s->readers_live, __ATOMIC_RELAXED);
 }
 
 size_t sluice_session__counts(const struct sluice_session *s, struct sluice_counts *total,

@@ -393,10 +393,10 @@ static int cmd_run(int argc, char **argv)
         filter_arg_cleanup(&a.filter);
         return 2;
     }
-    /* Progress lines share the terminal with the guest: only when the guest
-     * is not interactive (stdin not a tty) and the tool writes elsewhere. */
-    if (isatty(STDERR_FILENO) && !isatty(STDIN_FILENO) && env.out != stderr) {
-        progress_start(&prog, s, 2);
+    /* The status line shares stderr with the guest's: only when the guest's
+     * stdout is not the terminal and the tool writes elsewhere. */
+    if (isatty(STDERR_FILENO) && !isatty(STDOUT_FILENO) && env.out != stderr) {
+        progress_start(&prog, s);
     }
     t0 = now();
     failed = sluice_session__run(s) != 0;
@@ -517,7 +517,7 @@ static int cmd_attach(int argc, char **argv)
         sluice_session__detach(attached);
     }
     if (isatty(STDERR_FILENO) && env.out != stderr) {
-        progress_start(&prog, attached, 2);
+        progress_start(&prog, attached);
     }
     t0 = now();
     failed = sluice_session__run(attached) != 0;

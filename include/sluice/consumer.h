@@ -264,6 +264,20 @@ size_t sluice_session__salvaged(const struct sluice_session *s, uint64_t *bytes)
  */
 uint64_t sluice_session__events(const struct sluice_session *s);
 
+/** Live figures of a running session, for a status line (sluice_session__progress()). */
+struct sluice_progress {
+    uint64_t events;  /**< as sluice_session__events() */
+    uint64_t lost;    /**< events lost so far, as LOST records delivered said (lossy sessions) */
+    uint32_t threads; /**< guest threads whose rings are being read now */
+};
+
+/**
+ * Live figures into @p out. Thread-safe: may be called from any thread while
+ * sluice_session__run() runs; each field is read on its own (they may be a
+ * moment apart), events and lost only grow.
+ */
+void sluice_session__progress(const struct sluice_session *s, struct sluice_progress *out);
+
 /**
  * Counters after sluice_session__run(): totals into @p total, and up to
  * @p max per-thread entries into @p threads / @p infos (may be NULL).
