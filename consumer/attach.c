@@ -11,7 +11,7 @@
  * process is gone (ECONNREFUSED: killed, or exec'd) is stale: skipped,
  * never removed here (its pid may be listening anew by the time we would;
  * the jitter replaces it when it binds). A process that does not answer a
- * QUERY within QUERY_MS is skipped, never waited for.
+ * QUERY within QUERY_MS is listed as such, never waited for longer.
  */
 #include "sluice/consumer.h"
 
@@ -196,7 +196,16 @@ static size_t list_dir(const char *dir, struct sluice_process_info *out, size_t 
             continue;
         }
         fd = connect_path(dir, path);
-        if (fd < 0 || query_fd(fd, &info) < 0) {
+        if (fd < 0) {
+            continue;
+        }
+        info.error = query_fd(fd, &info);
+        if (info.error == -ETIMEDOUT) {
+            /* Alive but silent (stopped?): listed, not left out. */
+            memset(&info, 0, sizeof(info));
+            info.pid = (uint32_t)pid;
+            info.error = -ETIMEDOUT;
+        } else if (info.error < 0) {
             continue;
         }
         if (n < max) {

@@ -729,8 +729,8 @@ static int start_reader(struct sluice_session *s, struct ring_state *r)
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_mutex_lock(&s->rings_lock);
     err = pthread_create(&th, &attr, ring_thread, r);
-    __atomic_add_fetch(&s->readers_live, err == 0,
-                       __ATOMIC_RELAXED); /* progress() reads it unlocked */
+    /* Atomic: sluice_session__progress() reads it without the lock. */
+    __atomic_add_fetch(&s->readers_live, err == 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&s->rings_lock);
     pthread_attr_destroy(&attr);
     return err;
@@ -863,9 +863,10 @@ static int read_welcome(struct sluice_session *s)
         return 0; /* detached at once: an empty trace, no error */
     }
     if (ready == 0) {
-        return set_error(s, -ETIMEDOUT,
-                         "the traced process did not answer in %d s (out of descriptors?)",
-                         s->welcome_ms / 1000);
+        return set_error(
+            s, -ETIMEDOUT,
+            "the traced process did not answer in %d s (stopped, or out of descriptors?)",
+            s->welcome_ms / 1000);
     }
     n = ctl_recv(s->fd, &m, &fd);
     if (n > 0 && m.type == SLUICE_CTL_WELCOME && m.version == SLUICE_CTL_VERSION) {

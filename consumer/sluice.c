@@ -558,13 +558,18 @@ static int cmd_ls(int argc, char **argv)
         printf("[");
     }
     for (i = 0; i < n && i < (int)(sizeof(p) / sizeof(p[0])); i++) {
-        if (json) {
+        if (p[i].error && json) {
+            printf("%s{\"pid\": %u, \"answering\": false}", i ? ", " : "", p[i].pid);
+        } else if (p[i].error) {
+            printf("%u - - not answering (stopped?)\n", p[i].pid);
+        } else if (json) {
             /* arch and comm: printable names; a quote or backslash is replaced. */
             for (char *c = p[i].comm; *c; c++) {
                 *c = (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) ? '?' : *c;
             }
-            printf("%s{\"pid\": %u, \"arch\": \"%s\", \"comm\": \"%s\", \"threads\": %u, "
-                   "\"consumers\": %u, \"lossless\": %u, \"waiting\": %u, \"lost\": %llu}",
+            printf("%s{\"pid\": %u, \"answering\": true, \"arch\": \"%s\", \"comm\": \"%s\", "
+                   "\"threads\": %u, \"consumers\": %u, \"lossless\": %u, \"waiting\": %u, "
+                   "\"lost\": %llu}",
                    i ? ", " : "", p[i].pid, p[i].arch, p[i].comm, p[i].threads, p[i].consumers,
                    p[i].lossless, p[i].waiting, (unsigned long long)p[i].lost);
         } else {

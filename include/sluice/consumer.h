@@ -216,6 +216,11 @@ struct sluice_process_info {
     uint32_t lossless;  /**< of which lossless */
     uint32_t waiting;   /**< consumers it still waits for before it starts (--wait-attach) */
     uint64_t lost;      /**< events its lossy consumers lost so far, in its live rings */
+    /**
+     * sluice_process__list(): 0 if it answered; -ETIMEDOUT if it did not
+     * within 2 s (stopped, or too busy), and then only pid is set.
+     */
+    int32_t error;
 };
 
 /**
@@ -228,10 +233,12 @@ struct sluice_process_info {
 int sluice_process__query(uint32_t pid, struct sluice_process_info *info);
 
 /**
- * This user's traced processes that answer, sorted by pid: up to @p max
- * into @p out. Stale sockets (their process is gone) are removed as they
- * are found. Any thread; 2 s at most per process that does not answer.
- * @return how many answered (may exceed @p max).
+ * This user's traced processes, sorted by pid: up to @p max into @p out.
+ * One that does not answer within 2 s is listed with error -ETIMEDOUT;
+ * stale sockets (their process is gone) and listeners of another uid are
+ * skipped (never removed: the jitter replaces a stale one when it binds).
+ * Any thread; 2 s at most per process that does not answer.
+ * @return how many were found (may exceed @p max).
  */
 int sluice_process__list(struct sluice_process_info *out, size_t max);
 

@@ -16,8 +16,9 @@ exit 0 with an untraced run's stdout and count exactly what the reference does.
   garbage  malformed datagrams and silent connections are refused or closed;
            `sluice attach` out of descriptors (ulimit -n 5..7) says so; QUERY
            and `sluice attach` work afterwards
-  ls       `sluice ls [--json]` lists traced guests, not SIGKILLed or exited
-           ones; `sluice attach` of a gone or untraced pid exits 2
+  ls       `sluice ls [--json]` lists traced guests, a stopped one as not
+           answering, not SIGKILLed or exited ones; `sluice attach` of a gone or
+           untraced pid exits 2
   lossy    lossy consumers: delivered + lost equals the reference, per thread
   rogue    a consumer scribbling on its own tail words stalls nobody
   zero     QEMU -jitter, attached to one consumer at a time: every window is
@@ -767,7 +768,8 @@ def ls(c, json_out):
             common.fail("sluice ls --json: %s: %r" % (e, out[:500]))
     lines = {int(line.split()[0]): line for line in out.decode(errors="replace").splitlines()
              if line[:1].isdigit()}
-    pat = r"(\d+) (\S+) (.*) threads=(\d+) consumers=(\d+) lossless=(\d+) lost=(\d+)"
+    pat = (r"(\d+) (\S+) (.*) threads=(\d+) consumers=(\d+) lossless=(\d+) lost=(\d+)"
+           r"|\d+ - - not answering \(stopped\?\)")
     for pid in c.pids & lines.keys():  # only ours: others may be waiting, starting...
         c.check(re.fullmatch(pat, lines[pid]), "sluice ls: %r is not %s" % (lines[pid], pat))
     return lines
@@ -786,6 +788,16 @@ def case_ls(c):
                 "sluice ls --json: pid %d is %s" % (r.pid, e or "not listed"))
         c.check(r.pid in lines, "sluice ls does not list pid %d" % r.pid)
         print("listed: %s | %s" % (e, lines.get(r.pid)))
+    # A stopped process cannot answer: listed as such (it was left out, exit 0, in silence).
+    os.kill(b.pid, signal.SIGSTOP)
+    try:
+        entries, lines = ls(c, True), ls(c, False)
+    finally:
+        os.kill(b.pid, signal.SIGCONT)
+    c.check(entries.get(b.pid) == {"pid": b.pid, "answering": False} and
+            "not answering" in lines.get(b.pid, "") and entries.get(a.pid, {}).get("answering"),
+            "sluice ls with %d stopped: %s | %s" % (b.pid, entries.get(b.pid), lines.get(b.pid)))
+    print("stopped: %s | %s" % (entries.get(b.pid), lines.get(b.pid)))
     os.kill(a.pid, signal.SIGKILL)
     rc = finish(a.p, 30)[0]
     stale, entries, lines = os.path.exists(a.sock), ls(c, True), ls(c, False)
