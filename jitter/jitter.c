@@ -225,6 +225,29 @@ static void j_publish(struct sluice_thread_slot *slot)
     ring_publish_all(slot->ring);
 }
 
+/* Rings' worth of ended threads' records lossy consumers may hold unread (bound_lossy_held). */
+#define LOSSY_HELD_RINGS 16
+
+/*
+ * A lossy consumer that stops reading (SIGSTOP) would hold the records of
+ * every thread that ends meanwhile: the guest's memory would grow without
+ * bound while lossy promises never to slow it. Past LOSSY_HELD_RINGS rings'
+ * worth, the lossy consumers that hold any are dropped. J.lock held.
+ */
+static void bound_lossy_held(void)
+{
+    uint64_t held = 0;
+
+    for (struct ring *r = J.ended; r; r = r->next) {
+        held += ring_lossy_unread(r) ? ring_held_bytes(r) : 0;
+    }
+    if (held > LOSSY_HELD_RINGS * (SLUICE_RING_HDR_BYTES + J.ring_bytes) &&
+        ctl_drop_holders(1, "it holds more than 16 rings' worth of ended threads' records "
+                            "unread (lossy: dropped, not let the guest's memory grow)")) {
+        reap_locked();
+    }
+}
+
 static void j_thread_exit(struct sluice_thread_slot *slot)
 {
     struct ring *r = slot->ring, **p;
@@ -244,6 +267,7 @@ static void j_thread_exit(struct sluice_thread_slot *slot)
         ring_retire(r);
         r->next = J.ended;
         J.ended = r;
+        bound_lossy_held();
     }
     pthread_mutex_unlock(&J.lock);
 }

@@ -180,6 +180,24 @@ int ring_slot_unread(const struct ring *r, unsigned i)
     return (open >> i & 1) && !__atomic_load_n(&r->tail[i]->done, __ATOMIC_ACQUIRE);
 }
 
+int ring_lossy_unread(const struct ring *r)
+{
+    uint32_t open = __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE) &
+                    ~__atomic_load_n(&r->lossless_slots, __ATOMIC_RELAXED);
+
+    for (; open; open &= open - 1) {
+        if (ring_slot_unread(r, (unsigned)__builtin_ctz(open))) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+uint64_t ring_held_bytes(const struct ring *r)
+{
+    return SLUICE_RING_HDR_BYTES + (r->head < r->size ? r->head : r->size);
+}
+
 int ring_slot_lossy(const struct ring *r, unsigned i)
 {
     uint32_t open = __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE);

@@ -125,6 +125,15 @@ void ring_slot_close(struct ring *r, unsigned i);
  */
 int ring_slot_unread(const struct ring *r, unsigned i);
 
+/**
+ * Whether some lossy consumer holds @p r unread (ring_slot_unread() of a
+ * lossy slot). Any thread.
+ */
+int ring_lossy_unread(const struct ring *r);
+
+/** Bytes of the arena @p r holds with records: its header and what was written, at most a lap. */
+uint64_t ring_held_bytes(const struct ring *r);
+
 /** Whether slot @p i is open, and lossy. Any thread. */
 int ring_slot_lossy(const struct ring *r, unsigned i);
 

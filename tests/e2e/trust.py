@@ -30,7 +30,9 @@ Cases (one meson test each, on every architecture unless said otherwise):
             forked children bump N times: traced == counter for all 6
   churn     N threads one after another, 100 bumps each (4000 on x86_64 and
             aarch64, 500 on the others): exact counts, and the consumer's peak
-            RSS after N threads within 32 MiB of its peak after 50
+            RSS after N threads within 32 MiB of its peak after 50; x86_64: the
+            ring arena's pages after 2000 threads, also with a lossy consumer
+            that never reads (it must be dropped, not pin them all)
   threads   N threads all alive at once, 100 bumps each: 4096 threads under
             `ulimit -n 1024` (x86_64 and aarch64 only: 4096 emulated threads
             take long on the other two) and 200 under `ulimit -n 64`; exact
@@ -391,6 +393,7 @@ def case_churn(c):
              % (rss[0], rss[1], n))
     if c.arch == "x86_64":
         churn_arena(c)
+        churn_arena(c, silent=True)
 
 
 CHURN_RSS_MIB = 32
@@ -410,15 +413,21 @@ def arena_bytes(pid):
     return None
 
 
-def churn_arena(c):
+def churn_arena(c, silent=False):
     # An exited thread's ring goes back to the kernel once every consumer is done with it.
     # The jitter kept them all while any consumer was attached: 2000 small threads left
     # about 33 MiB with 1 MiB rings (a thread that fills its ring leaves all of it).
-    n = 2000
-    cmd = [c.args.sluice, "run", "--tool", "stats", "-o", c.path("arena.stats"), "--", c.prog,
-           "churn", c.path("arena.ctr"), str(n), "3"]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         env=dict(common.guest_env(sluice=True), SLUICE_RING_BYTES="1M"))
+    # silent: a lossy consumer that never reads is attached too (as a stopped one), and 60
+    # threads fill their rings (200 000 bumps each); it holds every ended ring unread, and must
+    # be dropped past 16 rings' worth (it pinned all 60 MiB).
+    n, what = (60, "silent") if silent else (2000, "")
+    cmd = [c.args.sluice, "run", "--tool", "stats", "-o", c.path("arena%s.stats" % what)] + \
+        (["--wait-attach", "1"] if silent else []) + \
+        ["--", c.prog, "churn", c.path("arena%s.ctr" % what), str(n), "3"] + \
+        (["200000"] if silent else [])
+    env = dict(common.guest_env(sluice=True), SLUICE_RING_BYTES="1M")
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    sock = silent_lossy(p, env)[1] if silent else None
     line, held = p.stdout.readline(), None
     time.sleep(1)  # the guest sleeps 3 s after its last thread; the consumer has caught up
     try:
@@ -428,16 +437,21 @@ def churn_arena(c):
     except OSError:
         pass
     out, err = p.communicate(timeout=600)
-    problems = []
+    if sock is not None:
+        sock.close()
+    problems, most = [], CHURN_ARENA_MIB + (16 if silent else 0)
     if p.returncode != 0 or not line.startswith(b"%d threads" % n):
         problems.append("sluice run: exit %d, guest said %r, stderr %r"
                         % (p.returncode, line, err[-300:]))
+    if silent and (sock is None or b"dropped: it holds more than 16 rings' worth" not in err):
+        problems.append("the silent lossy consumer was not dropped: stderr %r" % err[-300:])
     if held is None:
         problems.append("no ring arena found in sluice run's children")
-    elif held > CHURN_ARENA_MIB << 20:
-        problems.append("the ring arena holds %.1f MiB after %d threads ended and were read"
-                        % (held / 2**20, n))
-    c.report("churn ring pages", problems, "arena holds %s after %d threads ended"
+    elif held > most << 20:
+        problems.append("the ring arena holds %.1f MiB after %d threads ended, more than %d"
+                        % (held / 2**20, n, most))
+    c.report("churn ring pages" + (" with a silent lossy consumer" if silent else ""), problems,
+             "arena holds %s after %d threads ended"
              % ("?" if held is None else "%.1f MiB" % (held / 2**20), n))
 
 
@@ -568,18 +582,10 @@ def case_fsize(c):
     fsize_stopped(c)
 
 
-def fsize_stopped(c):
-    # A lossy consumer that never reads (HELLO, then nothing: a stopped one) holds the rings of
-    # ended threads unread while threads churn under ulimit -f. It must be dropped at once, and
-    # the guest run on with exact counts (it died after 10 s: "cannot create the trace ring ...
-    # File too large"; a SIGSTOPped `sluice attach --lossy` did the same).
-    ctr, dump = c.path("fsize-stopped.ctr"), c.path("fsize-stopped.dump")
-    env = dict(common.guest_env(sluice=True), SLUICE_RING_BYTES="1M")
-    run = subprocess.Popen(common.cmd_sluice(c.args.sluice, "dump", dump, c.prog,
-                                             ["churn", ctr, "150"],
-                                             extra=c.filter + ["--wait-attach", "1"]),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                           preexec_fn=fsize(8 << 20), start_new_session=True)
+def silent_lossy(run, env):
+    """(QEMU's pid, a socket attached to it as a lossy consumer that never reads: HELLO, then
+    nothing, as a stopped one), or (pid or None, None) if its socket did not show in 20 s.
+    run: a `sluice run --wait-attach 1` Popen with environment env."""
     qemu, sock, t0 = None, None, time.monotonic()
     while sock is None and time.monotonic() < t0 + 20:  # QEMU, then its socket (README)
         time.sleep(0.05)
@@ -592,13 +598,30 @@ def fsize_stopped(c):
         sock = next((p for d in dirs + ["/tmp/sluice-%d" % os.getuid()]
                      for p in [os.path.join(d, "%s.sock" % qemu)] if qemu and os.path.exists(p)),
                     None)
-    problems, took = [], 0.0
     if sock is None:
+        return qemu, None
+    silent = attach.connect(sock)
+    silent.send(attach.msg(attach.HELLO, lossless=0))
+    return qemu, silent
+
+
+def fsize_stopped(c):
+    # A lossy consumer that never reads (HELLO, then nothing: a stopped one) holds the rings of
+    # ended threads unread while threads churn under ulimit -f. It must be dropped at once, and
+    # the guest run on with exact counts (it died after 10 s: "cannot create the trace ring ...
+    # File too large"; a SIGSTOPped `sluice attach --lossy` did the same).
+    ctr, dump = c.path("fsize-stopped.ctr"), c.path("fsize-stopped.dump")
+    env = dict(common.guest_env(sluice=True), SLUICE_RING_BYTES="1M")
+    run = subprocess.Popen(common.cmd_sluice(c.args.sluice, "dump", dump, c.prog,
+                                             ["churn", ctr, "150"],
+                                             extra=c.filter + ["--wait-attach", "1"]),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                           preexec_fn=fsize(8 << 20), start_new_session=True)
+    problems, took = [], 0.0
+    qemu, silent = silent_lossy(run, env)
+    if silent is None:
         problems.append("no socket of the traced QEMU (pid %s) within 20 s" % qemu)
         os.killpg(run.pid, signal.SIGKILL)
-    else:
-        silent = attach.connect(sock)
-        silent.send(attach.msg(attach.HELLO, lossless=0))
     t1 = time.monotonic()
     try:
         out, err = run.communicate(timeout=60)
@@ -606,7 +629,7 @@ def fsize_stopped(c):
         os.killpg(run.pid, signal.SIGKILL)
         out, err = run.communicate()
     took = time.monotonic() - t1
-    if sock is not None:
+    if silent is not None:
         silent.close()
     if run.returncode != 0 or not out.startswith(b"150 threads") or took > 8 or \
             b"dropped: it holds rings of ended threads unread" not in err:

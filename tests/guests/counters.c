@@ -23,8 +23,9 @@
  *   closefds N        close 3..1023 one by one, close_range(3, ~0U, 0), dup2(0, fd) and
  *                     close for a few fds in 900..1023, printing the results; then 4
  *                     threads and 2 forked children bump N times each
- *   churn N [S]       N threads one after another, each bumps its counter 100 times;
- *                     then it prints (flushed) and sleeps S seconds (default 0)
+ *   churn N [S [K]]   N threads one after another, each bumps its counter K times
+ *                     (default 100); then it prints (flushed) and sleeps S seconds
+ *                     (default 0)
  *   threads N         N threads live at once (barrier), each bumps 100 times, barrier,
  *                     exit; main prints the descriptor open("/dev/null") returns
  *   environ           print /proc/self/environ and environ (sorted)
@@ -286,20 +287,23 @@ static void *barrier_bump(void *arg)
     return NULL;
 }
 
-static void *bump100(void *arg)
+/* How many times each churn thread bumps its counter (churn's K). */
+static unsigned long churn_bumps = 100;
+
+static void *bump_churn(void *arg)
 {
-    for (unsigned i = 0; i < 100; i++) {
+    for (unsigned long i = 0; i < churn_bumps; i++) {
         bump(arg);
     }
     return NULL;
 }
 
-/* N threads one after another, each bumping its own counter 100 times; then hold. */
+/* N threads one after another, each bumping its own counter churn_bumps times; then hold. */
 static int mode_churn(unsigned n, unsigned hold)
 {
     for (unsigned i = 0; i < n; i++) {
         pthread_t t;
-        int rc = pthread_create(&t, NULL, bump100, (void *)counter(i));
+        int rc = pthread_create(&t, NULL, bump_churn, (void *)counter(i));
 
         if (rc != 0) {
             printf("pthread_create %u of %u: %s\n", i, n, strerror(rc));
@@ -485,6 +489,9 @@ int main(int argc, char **argv)
         return mode_threads((unsigned)n);
     } else if (strcmp(mode, "churn") == 0) {
         map_counters(argv[2], (unsigned)n);
+        if (argc > 5) {
+            churn_bumps = strtoul(argv[5], NULL, 0);
+        }
         return mode_churn((unsigned)n, argc > 4 ? (unsigned)strtoul(argv[4], NULL, 0) : 0);
     } else if (strcmp(mode, "environ") == 0) {
         map_counters(argv[2], 0);
