@@ -307,6 +307,16 @@ static void gone(unsigned i)
 {
     pthread_mutex_lock(&reg.lock);
     set_state(i, GOING); /* no new ring goes to it; the slot is not yet reusable */
+    if (!reg.c[i].via_socket && reg.waiting > 0) {
+        /* `sluice run` (the consumer it was started with) is gone before the
+         * guest started: nobody may be left to attach, so wait no longer. */
+        fprintf(stderr,
+                "sluice-jitter: the consumer that started pid %d left before %u more "
+                "attached: the guest starts now\n",
+                (int)getpid(), reg.waiting);
+        reg.waiting = 0;
+        pthread_cond_broadcast(&reg.attached);
+    }
     pthread_mutex_unlock(&reg.lock);
     jitter_rings_lock();
     close_everywhere(i);

@@ -11,7 +11,8 @@ exit 0 with an untraced run's stdout and count exactly what the reference does.
            whose dump must equal the reference's; meanwhile 14 workers attach
            and detach (SIGINT after 20-300 ms) 200-320 times: each exits 0 and
            each thread's events in each window are contiguous in the reference
-  kill     attaches SIGKILLed mid-handshake and mid-stream are dropped (QUERY)
+  kill     attaches SIGKILLed mid-handshake and mid-stream are dropped (QUERY);
+           a QEMU whose `sluice run --wait-attach 1` was SIGKILLed starts its guest
   uid      the jitter refuses a peer of another uid (SO_PEERCRED)
   garbage  malformed datagrams and silent connections are refused or closed;
            `sluice attach` out of descriptors (ulimit -n 5..7) says so; QUERY
@@ -639,6 +640,42 @@ def case_kill(c):
             "insns %s, stderr %r" % (rc, insns, err[-300:]))
     print("attach after the kills: exit %s, %s instructions in 1.5 s" % (rc, insns))
     run.finish(60)
+    orphan_waiting(c)
+
+
+def orphan_waiting(c):
+    """`sluice run --wait-attach 1` SIGKILLed while its guest waits: the QEMU it left must not
+    wait for ever (it did: found orphaned after 11 minutes). It says so and runs the guest."""
+    env = dict(common.guest_env(sluice=True), XDG_RUNTIME_DIR=c.xdg)
+    run = subprocess.Popen([c.args.sluice, "run", "--wait-attach", "1", "-o", c.path("orphan.stats"),
+                            "--", c.prog, "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           env=env, start_new_session=True)
+    PROCS.append(run)
+    qemu, t0 = None, time.monotonic()
+    while qemu is None and time.monotonic() < t0 + 20:
+        time.sleep(0.05)
+        with open("/proc/%d/task/%d/children" % (run.pid, run.pid)) as f:
+            qemu = next((int(k) for k in f.read().split()), None)
+    sock = os.path.join(c.xdg, "sluice", "%s.sock" % qemu)
+    while not os.path.exists(sock) and time.monotonic() < t0 + 20:
+        time.sleep(0.05)
+    run.kill()
+    run.wait()
+    t1, gone = time.monotonic(), False
+    while not gone and time.monotonic() < t1 + 30:
+        time.sleep(0.1)
+        try:
+            gone = open("/proc/%d/stat" % qemu).read().split(") ")[1][0] == "Z"
+        except OSError:
+            gone = True
+    if not gone:
+        os.kill(qemu, signal.SIGKILL)
+    err = run.stderr.read()  # QEMU held the pipe too: it is closed now
+    c.check(gone and b"left before 1 more attached: the guest starts now" in err,
+            "QEMU %s of a SIGKILLed `sluice run --wait-attach 1`: %s 30 s later; stderr %r"
+            % (qemu, "gone" if gone else "still there", err[-300:]))
+    print("orphaned --wait-attach QEMU: ended %.1f s after sluice run was killed"
+          % (time.monotonic() - t1))
 
 
 def probe(path, kind):
