@@ -206,6 +206,18 @@ static void hide_sluice_env(void)
     }
 }
 
+/* SIGPIPE as sluice was started with it (launch_ignore_sigpipe()): the guest's. */
+static struct sigaction first_pipe = {.sa_handler = SIG_DFL};
+
+void launch_ignore_sigpipe(void)
+{
+    struct sigaction ign;
+
+    memset(&ign, 0, sizeof(ign));
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ign, &first_pipe);
+}
+
 static void child(const char *qemu, const char *jitter, const char *prog, char *const args[],
                   int consumer_fd, const struct sigaction *old_int,
                   const struct sigaction *old_quit)
@@ -216,6 +228,7 @@ static void child(const char *qemu, const char *jitter, const char *prog, char *
 
     sigaction(SIGINT, old_int, NULL);
     sigaction(SIGQUIT, old_quit, NULL);
+    sigaction(SIGPIPE, &first_pipe, NULL);
     /* The one descriptor QEMU must inherit; all of ours are close-on-exec. */
     fcntl(consumer_fd, F_SETFD, flags & ~FD_CLOEXEC);
     hide_sluice_env();

@@ -44,6 +44,14 @@ int launch_qemu_path(const char *arch, const char *default_dir, char *path, size
 int launch_jitter_path(const char *default_path, char *path, size_t n, char *err, size_t errn);
 
 /**
+ * Main thread, first thing: ignore SIGPIPE from now on (a write to a pipe
+ * or socket whose reader left fails with EPIPE, which the tools report,
+ * instead of killing sluice in silence), keeping the disposition sluice
+ * was started with for the guest's QEMU (launch_spawn() restores it there).
+ */
+void launch_ignore_sigpipe(void);
+
+/**
  * fork+exec `qemu -jitter JITTER_ARG prog args...` with @p consumer_fd
  * inherited (@p jitter_arg names it, see jitter_arg.h) and every SLUICE_*
  * variable removed from QEMU's environment. Ignores SIGINT and SIGQUIT

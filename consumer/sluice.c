@@ -586,6 +586,7 @@ static int cmd_ls(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    launch_ignore_sigpipe();
     if (argc >= 2 && strcmp(argv[1], "run") == 0) {
         return cmd_run(argc, argv);
     }

@@ -14,7 +14,8 @@ cannot load), sluice waits for it and adds one line naming its status, exit 2,
 no table. Under `ulimit -n 8` (the jitter's descriptors leave QEMU none for the
 program) the jitter says so in one line, and sluice adds QEMU's status.
 
-Writing the report: `stats` to a stderr that fails (2>/dev/full) must exit 1.
+Writing the report: `stats` to a stderr that fails (2>/dev/full) must exit 1; a
+dump whose pipe's reader leaves says so in one line and exits 1, the guest whole.
 A dump that hits the file size limit (RLIMIT_FSIZE, SIGXFSZ ignored: writes
 fail with EFBIG) must say so in one line at once, before the guest ends (its
 stdout and sluice's stderr share one pipe here, so their order is the order of
@@ -252,6 +253,28 @@ def nofile(args):
                   preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (8, 8)))
 
 
+def broken_pipe(args):
+    """A dump whose reader goes away (`| head`): one line naming the broken pipe, the guest runs
+    to its end with its own output, exit 1. sluice died of SIGPIPE in silence, and QEMU ran on
+    untraced, orphaned."""
+    prog = os.path.join(args.guests, "loops-x86_64")
+    r, w = os.pipe()
+    p = subprocess.Popen(sluice_cmd(args, prog, (), "dump", ["-o", "/dev/fd/%d" % w]),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(w,),
+                         env=common.guest_env(sluice=True))
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        f.readline()  # the dump has begun: go away
+    out, err = p.communicate(timeout=600)
+    lines = err.decode(errors="replace").splitlines()
+    good = p.returncode == 1 and out.endswith(b"\n") and b"acc=" in out and len(lines) == 1 and \
+        "Broken pipe" in lines[0]
+    print("dump to a pipe closed early: %s (exit %d, stderr %r)"
+          % ("ok" if good else "FAILED: want exit 1, one line naming the broken pipe, the "
+             "guest's output whole", p.returncode, lines[:4]))
+    return good
+
+
 def full_stderr(args):
     """The report to a stderr that fails: exit 1 (the guest exits 0)."""
     ok = True
@@ -330,6 +353,7 @@ def main():
         ok = qemus(args, tmp) and ok
         ok = nofile(args) and ok
         ok = full_stderr(args) and ok
+        ok = broken_pipe(args) and ok
         ok = file_size_limit(args, tmp, 0) and ok
         ok = file_size_limit(args, tmp, 3) and ok
     if not ok:
