@@ -361,6 +361,12 @@ static void report_not_started(int status, const struct sluice_session *s)
     }
 }
 
+/* Whether a status line may own stderr: a terminal, which the tool's output @p out is not. */
+static int status_line_ok(FILE *out)
+{
+    return isatty(STDERR_FILENO) && !isatty(fileno(out));
+}
+
 static int cmd_run(int argc, char **argv)
 {
     struct tool_env env = {.out = stderr, .name = "stderr"};
@@ -394,8 +400,8 @@ static int cmd_run(int argc, char **argv)
         return 2;
     }
     /* The status line shares stderr with the guest's: only when the guest's
-     * stdout is not the terminal and the tool writes elsewhere. */
-    if (isatty(STDERR_FILENO) && !isatty(STDOUT_FILENO) && env.out != stderr) {
+     * stdout is not the terminal. */
+    if (status_line_ok(env.out) && !isatty(STDOUT_FILENO)) {
         progress_start(&prog, s);
     }
     t0 = now();
@@ -516,7 +522,7 @@ static int cmd_attach(int argc, char **argv)
     if (detach_early) {
         sluice_session__detach(attached);
     }
-    if (isatty(STDERR_FILENO) && env.out != stderr) {
+    if (status_line_ok(env.out)) {
         progress_start(&prog, attached);
     }
     t0 = now();

@@ -10,6 +10,7 @@ attachloop 3 (x86_64, 8 threads for 3 s) under `sluice run --tool stats -o FILE`
            the stats file are as without a terminal
   notty    stderr a pipe: no status line, no escape sequence
   guesttty stdout and stderr the same terminal (the guest writes there): none
+  outtty   -o /dev/stderr, the terminal itself: none (it landed in the report)
 
   status.py --sluice build/consumer/sluice --guests build/tests/e2e
 """
@@ -28,9 +29,10 @@ ERASE = b"\r\x1b[K"
 LINE = re.compile(rb"sluice: (\d+) s, [\d.]+ M events/s, [\d.]+ M events, (\d+) threads?, lost 0")
 
 
-def run(args, tmp, name, tty_err, tty_out):
+def run(args, tmp, name, tty_err, tty_out, out=None):
     """(exit, guest stdout, stderr bytes as the terminal or pipe got them, stats file text)."""
-    out = os.path.join(tmp, name + ".stats")
+    report = out
+    out = out or os.path.join(tmp, name + ".stats")
     cmd = [args.sluice, "run", "--tool", "stats", "-o", out, "--",
            os.path.join(args.guests, "attachloop-x86_64"), "3"]
     master = slave = None
@@ -56,6 +58,8 @@ def run(args, tmp, name, tty_err, tty_out):
     else:
         stdout, got = p.communicate(timeout=120)
     rc = p.wait(timeout=120)
+    if report:
+        return rc, stdout, got, b""
     with open(out, "rb") as f:
         return rc, stdout, got, f.read()
 
@@ -86,6 +90,12 @@ def main():
                 problems.append("%s: exit %s, a status line where none belongs: %r"
                                 % (name, rc, err[-300:]))
             print("%s: exit %s, no status line: %s" % (name, rc, b"events/s" not in err))
+        # -o naming the terminal itself: the line would end up inside the report (it did).
+        rc, _, err, _ = run(args, tmp, "outtty", True, False, out="/dev/stderr")
+        if rc != 0 or b"\x1b" in err or b"thread" not in err:
+            problems.append("outtty: exit %s, a status line in the report, or no report: %r"
+                            % (rc, err[-300:]))
+        print("outtty: exit %s, no status line: %s" % (rc, b"\x1b" not in err))
     if problems:
         common.fail("status: " + "; ".join(problems))
     print("status: ok")
