@@ -10,8 +10,10 @@
  * have made /tmp/sluice-<uid> first and listen there. A socket whose
  * process is gone (ECONNREFUSED: killed, or exec'd) is stale: skipped,
  * never removed here (its pid may be listening anew by the time we would;
- * the jitter replaces it when it binds). A process that does not answer a
- * QUERY within QUERY_MS is listed as such, never waited for longer.
+ * the jitter replaces it when it binds). A listing asks every process at
+ * once and gives them QUERY_MS in all; one that does not answer in time, or
+ * that cannot be asked (a directory not private, a listener of another uid,
+ * no descriptor left), is listed with why, never left out in silence.
  */
 #include "sluice/consumer.h"
 
@@ -119,19 +121,20 @@ struct sluice_session *sluice_session__attach(uint32_t pid, const struct sluice_
     return s;
 }
 
-/* Send QUERY on @p fd and read INFO into @p info; 0 or -errno. Closes @p fd. */
-static int query_fd(int fd, struct sluice_process_info *info)
+/* Send QUERY on @p fd; 0 or -errno. */
+static int send_query(int fd)
 {
     struct sluice_ctl_msg m = {.type = SLUICE_CTL_QUERY, .version = SLUICE_CTL_VERSION};
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    int ring_fd = -1, n = -ETIMEDOUT;
 
-    if (send(fd, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m)) {
-        n = -errno;
-    } else if (poll(&p, 1, QUERY_MS) == 1) {
-        n = ctl_recv(fd, &m, &ring_fd);
-    }
-    close(fd);
+    return send(fd, &m, sizeof(m), MSG_NOSIGNAL) == (ssize_t)sizeof(m) ? 0 : -errno;
+}
+
+/* Read the INFO that answers a QUERY on @p fd into @p info; 0 or -errno. */
+static int read_info(int fd, struct sluice_process_info *info)
+{
+    struct sluice_ctl_msg m;
+    int ring_fd = -1, n = ctl_recv(fd, &m, &ring_fd);
+
     if (ring_fd >= 0) {
         close(ring_fd);
     }
@@ -151,6 +154,19 @@ static int query_fd(int fd, struct sluice_process_info *info)
     info->waiting = m.waiting;
     info->lost = m.lost;
     return 0;
+}
+
+/* Send QUERY on @p fd and read INFO into @p info; 0 or -errno. Closes @p fd. */
+static int query_fd(int fd, struct sluice_process_info *info)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int n = send_query(fd);
+
+    if (n == 0) {
+        n = poll(&p, 1, QUERY_MS) == 1 ? read_info(fd, info) : -ETIMEDOUT;
+    }
+    close(fd);
+    return n;
 }
 
 int sluice_process__query(uint32_t pid, struct sluice_process_info *info)
@@ -178,45 +194,100 @@ static int listed(const struct sluice_process_info *list, size_t n, uint32_t pid
     return 0;
 }
 
-/* Query the sockets of directory @p dir into @p out (from index *n, at most @p max). */
+/* Queries asked at once by a listing: their descriptors are ours meanwhile. */
+#define LIST_BATCH 64
+
+/* One process a listing asks about. */
+struct asked {
+    uint32_t pid;
+    int fd; /* or -errno from connecting */
+};
+
+/*
+ * Ask the @p n processes of @p a at once, and give each 2 s in all to
+ * answer: into @p out from index @p at (up to @p max), one entry each but
+ * for stale sockets (their process is gone). Closes every descriptor.
+ * Returns the new count.
+ */
+static size_t ask_batch(struct asked *a, size_t n, struct sluice_process_info *out, size_t max,
+                        size_t at)
+{
+    struct pollfd p[LIST_BATCH];
+    int err[LIST_BATCH];
+    size_t i, of[LIST_BATCH], np = 0, left;
+
+    for (i = 0; i < n; i++) {
+        err[i] = a[i].fd < 0 ? a[i].fd : send_query(a[i].fd);
+        if (err[i] == 0) {
+            /* Only open descriptors: poll() refuses more than RLIMIT_NOFILE entries. */
+            of[np] = i;
+            p[np++] = (struct pollfd){.fd = a[i].fd, .events = POLLIN};
+        }
+    }
+    left = np;
+    for (int waited = 0; left > 0 && waited < QUERY_MS; waited += 50) {
+        if (poll(p, np, 50) <= 0) {
+            continue;
+        }
+        for (size_t k = 0; k < np; k++) {
+            if (p[k].fd >= 0 && p[k].revents) {
+                i = of[k];
+                err[i] = read_info(a[i].fd, at < max ? &out[at] : &(struct sluice_process_info){0});
+                err[i] = err[i] == 0 ? 1 : err[i]; /* 1: answered, into out[at] */
+                p[k].fd = -1;
+                left--;
+                at += err[i] == 1;
+            }
+        }
+    }
+    for (i = 0; i < n; i++) {
+        if (a[i].fd >= 0) {
+            close(a[i].fd);
+        }
+        if (err[i] == 1 || err[i] == -ECONNREFUSED || err[i] == -ENOENT) {
+            continue; /* answered, or stale (gone: killed, or exec'd) */
+        }
+        if (at < max) {
+            memset(&out[at], 0, sizeof(out[at]));
+            out[at].pid = a[i].pid;
+            out[at].error = err[i] == 0 ? -ETIMEDOUT : err[i];
+        }
+        at++;
+    }
+    return at;
+}
+
+/* Ask the processes whose sockets are in directory @p dir into @p out (from index @p n). */
 static size_t list_dir(const char *dir, struct sluice_process_info *out, size_t max, size_t n)
 {
     DIR *d = opendir(dir);
+    struct asked a[LIST_BATCH];
+    size_t k = 0;
     struct dirent *e;
 
     while (d && (e = readdir(d)) != NULL) {
         char path[108], *end;
-        struct sluice_process_info info;
         unsigned long pid = strtoul(e->d_name, &end, 10);
-        int fd;
 
         if (end == e->d_name || strcmp(end, ".sock") != 0 || pid == 0 || pid > UINT32_MAX ||
             sluice_ctl_socket_path(path, sizeof(path), dir, (uint32_t)pid) < 0 ||
             listed(out, n < max ? n : max, (uint32_t)pid)) {
             continue;
         }
-        fd = connect_path(dir, path);
-        if (fd < 0) {
-            continue;
+        a[k].pid = (uint32_t)pid;
+        a[k].fd = connect_path(dir, path);
+        if (a[k].fd == -ECONNREFUSED || a[k].fd == -ENOENT) {
+            continue; /* stale (its process is gone), or gone meanwhile: not listed */
         }
-        info.error = query_fd(fd, &info);
-        if (info.error == -ETIMEDOUT) {
-            /* Alive but silent (stopped?): listed, not left out. */
-            memset(&info, 0, sizeof(info));
-            info.pid = (uint32_t)pid;
-            info.error = -ETIMEDOUT;
-        } else if (info.error < 0) {
-            continue;
+        if (++k == LIST_BATCH) {
+            n = ask_batch(a, k, out, max, n);
+            k = 0;
         }
-        if (n < max) {
-            out[n] = info;
-        }
-        n++;
     }
     if (d) {
         closedir(d);
     }
-    return n;
+    return ask_batch(a, k, out, max, n);
 }
 
 int sluice_process__list(struct sluice_process_info *out, size_t max)

@@ -551,10 +551,27 @@ static int cmd_attach(int argc, char **argv)
     return failed;
 }
 
+/* Why `sluice ls` could not describe a process (sluice_process_info.error). */
+static const char *ls_why(int32_t err)
+{
+    switch (err) {
+    case -ETIMEDOUT:
+        return "not answering (stopped?)";
+    case -EPERM:
+        return "not asked: its socket's directory is not private (0700, ours) or another user "
+               "listens there";
+    case -EACCES:
+    case -EPROTO:
+        return "not asked: it refused, or speaks another protocol";
+    default:
+        return strerror(-err);
+    }
+}
+
 static int cmd_ls(int argc, char **argv)
 {
-    struct sluice_process_info p[256];
-    int json = argc == 3 && strcmp(argv[2], "--json") == 0, n, i;
+    static struct sluice_process_info p[4096];
+    int json = argc == 3 && strcmp(argv[2], "--json") == 0, n, i, shown = 0, no_fd = 0;
 
     if (argc > 3 || (argc == 3 && !json)) {
         return usage_error("%s", "usage: sluice ls [--json]");
@@ -564,10 +581,13 @@ static int cmd_ls(int argc, char **argv)
         printf("[");
     }
     for (i = 0; i < n && i < (int)(sizeof(p) / sizeof(p[0])); i++) {
-        if (p[i].error && json) {
-            printf("%s{\"pid\": %u, \"answering\": false}", i ? ", " : "", p[i].pid);
+        if (p[i].error == -EMFILE || p[i].error == -ENFILE) {
+            no_fd++; /* said once below: stale sockets among them cannot be told apart */
+        } else if (p[i].error && json) {
+            printf("%s{\"pid\": %u, \"answering\": false, \"why\": \"%s\"}", shown++ ? ", " : "",
+                   p[i].pid, ls_why(p[i].error));
         } else if (p[i].error) {
-            printf("%u - - not answering (stopped?)\n", p[i].pid);
+            printf("%u - - %s\n", p[i].pid, ls_why(p[i].error));
         } else if (json) {
             /* arch and comm: printable names; a quote or backslash is replaced. */
             for (char *c = p[i].comm; *c; c++) {
@@ -576,8 +596,8 @@ static int cmd_ls(int argc, char **argv)
             printf("%s{\"pid\": %u, \"answering\": true, \"arch\": \"%s\", \"comm\": \"%s\", "
                    "\"threads\": %u, \"consumers\": %u, \"lossless\": %u, \"waiting\": %u, "
                    "\"lost\": %llu}",
-                   i ? ", " : "", p[i].pid, p[i].arch, p[i].comm, p[i].threads, p[i].consumers,
-                   p[i].lossless, p[i].waiting, (unsigned long long)p[i].lost);
+                   shown++ ? ", " : "", p[i].pid, p[i].arch, p[i].comm, p[i].threads,
+                   p[i].consumers, p[i].lossless, p[i].waiting, (unsigned long long)p[i].lost);
         } else {
             printf("%u %s %s threads=%u consumers=%u lossless=%u lost=%llu%s\n", p[i].pid,
                    p[i].arch, p[i].comm, p[i].threads, p[i].consumers, p[i].lossless,
@@ -587,7 +607,17 @@ static int cmd_ls(int argc, char **argv)
     if (json) {
         printf("]\n");
     }
-    return fflush(stdout) == 0 ? 0 : 1;
+    if (fflush(stdout) != 0) {
+        return 1;
+    }
+    if (n > i) {
+        fprintf(stderr, "sluice ls: %d more traced processes not shown\n", n - i);
+    }
+    if (no_fd) {
+        fprintf(stderr, "sluice ls: %d socket%s not asked: too many open files (ulimit -n)\n",
+                no_fd, no_fd == 1 ? "" : "s");
+    }
+    return no_fd ? 1 : 0;
 }
 
 int main(int argc, char **argv)

@@ -217,8 +217,12 @@ struct sluice_process_info {
     uint32_t waiting;   /**< consumers it still waits for before it starts (--wait-attach) */
     uint64_t lost;      /**< events its lossy consumers lost so far, in its live rings */
     /**
-     * sluice_process__list(): 0 if it answered; -ETIMEDOUT if it did not
-     * within 2 s (stopped, or too busy), and then only pid is set.
+     * sluice_process__list(): 0 if it answered; else only pid is set and
+     * this says why: -ETIMEDOUT, no answer within 2 s (stopped, or too
+     * busy); -EPERM, its socket's directory is not private or another
+     * user listens there; -EMFILE/-ENFILE, no descriptor to ask it with;
+     * -EACCES/-EPROTO, refused or a wrong answer; another -errno of
+     * socket/connect/send/recv.
      */
     int32_t error;
 };
@@ -234,10 +238,10 @@ int sluice_process__query(uint32_t pid, struct sluice_process_info *info);
 
 /**
  * This user's traced processes, sorted by pid: up to @p max into @p out.
- * One that does not answer within 2 s is listed with error -ETIMEDOUT;
- * stale sockets (their process is gone) and listeners of another uid are
- * skipped (never removed: the jitter replaces a stale one when it binds).
- * Any thread; 2 s at most per process that does not answer.
+ * One that cannot be described is listed with its error (see
+ * sluice_process_info.error); stale sockets (their process is gone) are
+ * skipped, never removed (the jitter replaces a stale one when it binds).
+ * Asks every process at once (64 at a time) and gives them 2 s. Any thread.
  * @return how many were found (may exceed @p max).
  */
 int sluice_process__list(struct sluice_process_info *out, size_t max);
