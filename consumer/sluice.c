@@ -268,6 +268,12 @@ static int resolve(const struct run_args *a, struct run_paths *p)
     return 0;
 }
 
+/* " (ulimit -n)" after an error that means this process is out of descriptors. */
+static const char *nofile_hint(int err)
+{
+    return err == EMFILE ? " (ulimit -n)" : "";
+}
+
 /* Create the session on sv[0] and start QEMU on sv[1]. Returns the pid or -1. */
 static pid_t start(const struct run_args *a, const struct run_paths *p, struct tool_env *env,
                    struct sluice_session **sp)
@@ -279,13 +285,14 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
     pid_t pid;
 
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-        fprintf(stderr, "sluice: socketpair: %s\n", strerror(errno));
+        fprintf(stderr, "sluice: socketpair: %s%s\n", strerror(errno), nofile_hint(errno));
         return -1;
     }
     a->tool->setup(env, &cb);
     *sp = sluice_session__new(sv[0], &cb, &opts); /* sends HELLO now */
     if (!*sp) {
-        fprintf(stderr, "sluice: starting the consumer: %s\n", strerror(errno));
+        fprintf(stderr, "sluice: starting the consumer: %s%s\n", strerror(errno),
+                nofile_hint(errno));
         close(sv[1]);
         return -1;
     }
