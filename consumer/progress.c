@@ -13,7 +13,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Carriage return, then erase to the end of the line (ECMA-48 EL). */
 #define LINE_START "\r\033[K"
@@ -26,14 +28,33 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* One status line, rewritten over the last; no newline. */
+/* Columns of the terminal on stderr, or 80 if it does not say. */
+static int columns(void)
+{
+    struct winsize ws;
+
+    return ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
+}
+
+/*
+ * One status line, rewritten over the last; no newline. Cut to the
+ * terminal's width less one: a line that wrapped would leave a row behind
+ * at every rewrite (\r goes back to the start of the last row only).
+ */
 static void show(const struct sluice_progress *f, double elapsed, double rate)
 {
-    fprintf(stderr,
-            LINE_START "sluice: %.0f s, %.1f M events/s, %.1f M events, %" PRIu32
-                       " thread%s, lost %" PRIu64,
-            elapsed, rate / 1e6, (double)f->events / 1e6, f->threads, f->threads == 1 ? "" : "s",
-            f->lost);
+    char line[160];
+    int n = snprintf(line, sizeof(line),
+                     "sluice: %.0f s, %.1f M events/s, %.1f M events, %" PRIu32
+                     " thread%s, lost %" PRIu64,
+                     elapsed, rate / 1e6, (double)f->events / 1e6, f->threads,
+                     f->threads == 1 ? "" : "s", f->lost);
+    int width = columns() - 1;
+
+    if (n > width) {
+        n = width > 0 ? width : 0;
+    }
+    fprintf(stderr, LINE_START "%.*s", n, line);
     fflush(stderr);
 }
 
