@@ -43,7 +43,8 @@ Cases (one meson test each, on every architecture unless said otherwise):
             512 KiB: no ring fits, sluice fails with a line naming `ulimit -f`;
             8 MiB with a lossy consumer that never reads (as if stopped): it is
             dropped at once, the guest ends in time with exact counts
-  environ   /proc/self/environ and environ, as the guest prints them, equal an
+  environ   /proc/self/environ, environ and the signals ignored and blocked at
+            start (sluice ignores SIGPIPE itself), as the guest prints them, equal an
             untraced run's (no SLUICE_* variable may show)
   bytes     the bytes filter (tests/e2e/filters/bytes.bpf.c) selecting each
             architecture's syscall instruction in the loops guest: sluice's

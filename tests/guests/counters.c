@@ -28,7 +28,8 @@
  *                     (default 0)
  *   threads N         N threads live at once (barrier), each bumps 100 times, barrier,
  *                     exit; main prints the descriptor open("/dev/null") returns
- *   environ           print /proc/self/environ and environ (sorted)
+ *   environ           print /proc/self/environ and environ (sorted), then the signals
+ *                     ignored and blocked at start
  *   pagecross N       (x86_64, riscv64) call pagecross_fn N times: its first instruction
  *                     crosses a 4 KiB page boundary (see below)
  */
@@ -399,6 +400,28 @@ static int mode_environ(void)
     for (size_t i = 0; i < n; i++) {
         print_var(v[i]);
     }
+    /* Dispositions and the mask come from whoever started us, through exec:
+     * a tracer must not leave its own (sluice ignores SIGPIPE). */
+    printf("ignored signals:");
+    for (int sig = 1; sig < 32; sig++) {
+        struct sigaction sa;
+
+        if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN) {
+            printf(" %d", sig);
+        }
+    }
+    printf("\nblocked signals:");
+    {
+        sigset_t mask;
+
+        sigprocmask(SIG_BLOCK, NULL, &mask);
+        for (int sig = 1; sig < 32; sig++) {
+            if (sigismember(&mask, sig) == 1) {
+                printf(" %d", sig);
+            }
+        }
+    }
+    printf("\n");
     return 0;
 }
 
