@@ -173,24 +173,28 @@ void ring_slot_close(struct ring *r, unsigned i)
     ring_wake_producer(r, i);
 }
 
-int ring_slot_unread(const struct ring *r, unsigned i)
+/* Whether a consumer of one of @p slots (open ones) has not said done with @p r. */
+static int unread_by(const struct ring *r, uint32_t slots)
 {
-    uint32_t open = __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE);
+    for (; slots; slots &= slots - 1) {
+        const struct sluice_ring_tail *t = r->tail[__builtin_ctz(slots)];
 
-    return (open >> i & 1) && !__atomic_load_n(&r->tail[i]->done, __ATOMIC_ACQUIRE);
-}
-
-int ring_lossy_unread(const struct ring *r)
-{
-    uint32_t open = __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE) &
-                    ~__atomic_load_n(&r->lossless_slots, __ATOMIC_RELAXED);
-
-    for (; open; open &= open - 1) {
-        if (ring_slot_unread(r, (unsigned)__builtin_ctz(open))) {
+        if (!__atomic_load_n(&t->done, __ATOMIC_ACQUIRE)) {
             return 1;
         }
     }
     return 0;
+}
+
+int ring_slot_unread(const struct ring *r, unsigned i)
+{
+    return unread_by(r, __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE) & 1u << i);
+}
+
+int ring_lossy_unread(const struct ring *r)
+{
+    return unread_by(r, __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE) &
+                            ~__atomic_load_n(&r->lossless_slots, __ATOMIC_RELAXED));
 }
 
 uint64_t ring_held_bytes(const struct ring *r)
@@ -216,16 +220,7 @@ void ring_retire(struct ring *r)
 
 int ring_done(const struct ring *r)
 {
-    uint32_t open = __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE);
-
-    for (; open; open &= open - 1) {
-        const struct sluice_ring_tail *t = r->tail[__builtin_ctz(open)];
-
-        if (!__atomic_load_n(&t->done, __ATOMIC_ACQUIRE)) {
-            return 0;
-        }
-    }
-    return 1;
+    return !unread_by(r, __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE));
 }
 
 void ring_destroy(struct ring *r, int give_back)
