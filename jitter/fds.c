@@ -172,21 +172,15 @@ int fds_grow(int fd, uint64_t bytes)
     return err;
 }
 
-int fds_spare(int want)
+int fds_spare(void)
 {
-    int fd[8], n, err = 0;
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
-    for (n = 0; n < want && n < 8; n++) {
-        fd[n] = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (fd[n] < 0) {
-            err = -errno;
-            break;
-        }
+    if (fd < 0) {
+        return -errno;
     }
-    while (n > 0) {
-        close(fd[--n]);
-    }
-    return err;
+    close(fd);
+    return 0;
 }
 
 void fds_lock(void)

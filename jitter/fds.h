@@ -61,11 +61,11 @@ int fds_claim(int fd);
 int fds_grow(int fd, uint64_t bytes);
 
 /**
- * Whether @p want (at most 8) more descriptors can be opened now (tried with
- * /dev/null, closed again): the guest still needs some beside ours.
- * @return 0, or -errno of the open that failed (-EMFILE: RLIMIT_NOFILE).
+ * Whether one more descriptor can be opened now (tried with /dev/null,
+ * closed again): QEMU still needs one beside ours.
+ * @return 0, or -errno of the open (-EMFILE: RLIMIT_NOFILE).
  */
-int fds_spare(int want);
+int fds_spare(void);
 
 /** Hold the registry still (see the file comment). */
 void fds_lock(void);

@@ -141,9 +141,6 @@ void jitter_for_each_ring(void (*fn)(struct ring *r, void *arg), void *arg)
     pthread_mutex_unlock(&J.lock);
 }
 
-/* Descriptors QEMU needs free after our init: one, for the program (it closes it). */
-#define JITTER_SPARE_FDS 1
-
 static int j_init(const struct sluice_host_info *info)
 {
     const char *base = strrchr(info->exe, '/');
@@ -170,8 +167,9 @@ static int j_init(const struct sluice_host_info *info)
         return -EINVAL;
     }
     err = ctl_init(J.arch, J.comm, o.consumer_fd, o.listen, o.wait_attach);
-    if (err == 0 && fds_spare(JITTER_SPARE_FDS) < 0) {
-        /* QEMU could not even open the program (and says so on a stdout it never flushes). */
+    if (err == 0 && fds_spare() < 0) {
+        /* QEMU needs one to open the program (it closes it after); without, it
+         * fails saying so on a stdout it never flushes. */
         fprintf(stderr, "sluice-jitter: ulimit -n leaves QEMU no descriptor beside the jitter's: "
                         "raise it\n");
         return -EMFILE;
@@ -237,13 +235,19 @@ static void j_publish(struct sluice_thread_slot *slot)
 static void bound_lossy_held(void)
 {
     uint64_t held = 0;
+    char why[128];
 
     for (struct ring *r = J.ended; r; r = r->next) {
         held += ring_lossy_unread(r) ? ring_held_bytes(r) : 0;
     }
-    if (held > LOSSY_HELD_RINGS * (SLUICE_RING_HDR_BYTES + J.ring_bytes) &&
-        ctl_drop_holders(1, "it holds more than 16 rings' worth of ended threads' records "
-                            "unread (lossy: dropped, not let the guest's memory grow)")) {
+    if (held <= LOSSY_HELD_RINGS * (SLUICE_RING_HDR_BYTES + J.ring_bytes)) {
+        return;
+    }
+    snprintf(why, sizeof(why),
+             "it holds more than %d rings' worth of ended threads' records unread (lossy: "
+             "dropped, not let the guest's memory grow)",
+             LOSSY_HELD_RINGS);
+    if (ctl_drop_holders(1, why)) {
         reap_locked();
     }
 }
