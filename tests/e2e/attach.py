@@ -651,15 +651,10 @@ def orphan_waiting(c):
                             "--", c.prog, "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            env=env, start_new_session=True)
     PROCS.append(run)
-    qemu, t0 = None, time.monotonic()
-    while qemu is None and time.monotonic() < t0 + 20:
-        time.sleep(0.05)
-        with open("/proc/%d/task/%d/children" % (run.pid, run.pid)) as f:
-            qemu = next((int(k) for k in f.read().split()), None)
-    sock = os.path.join(c.xdg, "sluice", "%s.sock" % qemu)
-    while not os.path.exists(sock) and time.monotonic() < t0 + 20:
-        time.sleep(0.05)
+    qemu = common.traced_qemu(run.pid, env)[0]
     run.kill()
+    if not c.check(qemu is not None, "no QEMU under `sluice run --wait-attach 1` in 20 s"):
+        return
     run.wait()
     t1, gone = time.monotonic(), False
     while not gone and time.monotonic() < t1 + 30:

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 ARCHES = ["x86_64", "aarch64", "riscv64", "mipsel"]
 
@@ -73,6 +74,27 @@ def run(cmd, timeout=600, stdin=None, extra_env=None, preexec_fn=None):
         p.communicate()
         fail("timed out after %ds: %s" % (timeout, " ".join(cmd)))
     return p.returncode, out, err
+
+
+def traced_qemu(run_pid, env, timeout=20):
+    """(QEMU's pid, its control socket's path) for the `sluice run` of pid run_pid started with
+    environment env, once both are there (README: $XDG_RUNTIME_DIR/sluice/PID.sock, else
+    /tmp/sluice-UID/PID.sock); (pid or None, None) after timeout seconds without them."""
+    qemu, end = None, time.monotonic() + timeout
+    dirs = [os.path.join(env["XDG_RUNTIME_DIR"], "sluice")] if "XDG_RUNTIME_DIR" in env else []
+    dirs.append("/tmp/sluice-%d" % os.getuid())
+    while time.monotonic() < end:
+        try:
+            with open("/proc/%d/task/%d/children" % (run_pid, run_pid)) as f:
+                qemu = next((int(k) for k in f.read().split()), None)
+        except OSError:
+            break
+        sock = next((p for p in (os.path.join(d, "%d.sock" % qemu) for d in dirs)
+                     if os.path.exists(p)), None) if qemu else None
+        if sock:
+            return qemu, sock
+        time.sleep(0.05)
+    return qemu, None
 
 
 def cmd_plain(arch, prog, args):

@@ -587,18 +587,7 @@ def silent_lossy(run, env):
     """(QEMU's pid, a socket attached to it as a lossy consumer that never reads: HELLO, then
     nothing, as a stopped one), or (pid or None, None) if its socket did not show in 20 s.
     run: a `sluice run --wait-attach 1` Popen with environment env."""
-    qemu, sock, t0 = None, None, time.monotonic()
-    while sock is None and time.monotonic() < t0 + 20:  # QEMU, then its socket (README)
-        time.sleep(0.05)
-        try:
-            with open("/proc/%d/task/%d/children" % (run.pid, run.pid)) as f:
-                qemu = next((int(k) for k in f.read().split()), None)
-        except OSError:
-            break
-        dirs = [os.path.join(env["XDG_RUNTIME_DIR"], "sluice")] if "XDG_RUNTIME_DIR" in env else []
-        sock = next((p for d in dirs + ["/tmp/sluice-%d" % os.getuid()]
-                     for p in [os.path.join(d, "%s.sock" % qemu)] if qemu and os.path.exists(p)),
-                    None)
+    qemu, sock = common.traced_qemu(run.pid, env)
     if sock is None:
         return qemu, None
     silent = attach.connect(sock)
