@@ -580,7 +580,7 @@ def case_fsize(c):
     if rc <= 0 or b"ulimit -f" not in err:
         problems.append("sluice %s, stderr %r" % (describe(rc), err[-400:]))
     c.report("fsize 512 KiB", problems, "%s, %r" % (describe(rc), err.strip().split(b"\n")[-1:]))
-    fsize_stopped(c)
+    fsize_silent(c)
 
 
 def silent_lossy(run, env):
@@ -595,12 +595,12 @@ def silent_lossy(run, env):
     return qemu, silent
 
 
-def fsize_stopped(c):
+def fsize_silent(c):
     # A lossy consumer that never reads (HELLO, then nothing: a stopped one) holds the rings of
     # ended threads unread while threads churn under ulimit -f. It must be dropped at once, and
     # the guest run on with exact counts (it died after 10 s: "cannot create the trace ring ...
     # File too large"; a SIGSTOPped `sluice attach --lossy` did the same).
-    ctr, dump = c.path("fsize-stopped.ctr"), c.path("fsize-stopped.dump")
+    ctr, dump = c.path("fsize-silent.ctr"), c.path("fsize-silent.dump")
     env = dict(common.guest_env(sluice=True), SLUICE_RING_BYTES="1M")
     run = subprocess.Popen(common.cmd_sluice(c.args.sluice, "dump", dump, c.prog,
                                              ["churn", ctr, "150"],
