@@ -212,7 +212,7 @@ int64_t ring_reader__salvage(struct ring_reader *r)
 
         if (sluice_rec_tag(hdr) == SLUICE_TAG_BLOCK_SLOTS) {
             /* Its slot records have no header to walk: the producer stored
-             * `end` at a TB start, after whole records (the decoder checks them). */
+             * `end` as it left a TB, after whole records (the decoder checks them). */
             pos = end;
             break;
         }

@@ -253,7 +253,7 @@ static uint64_t held(const struct ring *r)
     const uint8_t *b = (const uint8_t *)r->slot->block_at;
     const uint8_t *start = r->data + (r->head & (r->size - 1));
 
-    if (!b || b < start || b >= (const uint8_t *)r->slot->cursor) {
+    if (!sluice_block_in_flight(r->slot) || b < start || b >= (const uint8_t *)r->slot->cursor) {
         return 0;
     }
     return (uint64_t)((const uint8_t *)r->slot->cursor - b);
@@ -306,9 +306,9 @@ void ring_publish(struct ring *r)
     was = (uint8_t *)r->slot->cursor;
     r->slot->cursor = (uint64_t *)(r->data + (r->head & (r->size - 1)) + keep);
     r->slot->limit = (uint64_t *)((uint8_t *)r->slot->limit - (was - (uint8_t *)r->slot->cursor));
-    if (keep) {
-        r->slot->block_at = (uint64_t *)((uint8_t *)r->slot->cursor - keep);
-    }
+    /* A block that is over may lie in the second mapping, past the new
+     * written_addr: it would look in flight (sluice_block_in_flight). */
+    r->slot->block_at = keep ? (uint64_t *)((uint8_t *)r->slot->cursor - keep) : NULL;
 }
 
 void ring_publish_all(struct ring *r)
@@ -514,6 +514,16 @@ static uint64_t *put_headers(uint64_t *at, uint64_t words, unsigned k)
     return end;
 }
 
+/*
+ * The TB is over: no block is in flight, and every record up to the
+ * cursor is whole (as the TB's exit ops would have stored, jitter_abi.h).
+ */
+static void tb_left(struct ring *r)
+{
+    r->slot->block_at = NULL;
+    __atomic_store_n(r->slot->written, (uint64_t)(uintptr_t)r->slot->cursor, __ATOMIC_RELEASE);
+}
+
 void ring_tb_exit(struct ring *r, uint64_t pc)
 {
     uint64_t *at = r->slot->block_at, *w, hdr, id, words = 0, have;
@@ -522,9 +532,10 @@ void ring_tb_exit(struct ring *r, uint64_t pc)
     unsigned n, k = 0;
     int j;
 
-    r->slot->block_at = NULL;
-    if ((uint8_t *)at < r->data || (uint8_t *)at >= r->data + 2 * r->size ||
-        at >= r->slot->cursor || !sluice_tag_is_block(sluice_rec_tag(*at))) {
+    if (!sluice_block_in_flight(r->slot) || (uint8_t *)at < r->data ||
+        (uint8_t *)at >= r->data + 2 * r->size || at >= r->slot->cursor ||
+        !sluice_tag_is_block(sluice_rec_tag(*at))) {
+        tb_left(r);
         return;
     }
     hdr = *at;
@@ -551,6 +562,7 @@ void ring_tb_exit(struct ring *r, uint64_t pc)
             (hdr & ~SLUICE_PAYLOAD_MASK);
     }
     *at = hdr;
+    tb_left(r);
 }
 
 void ring_reserve(struct ring *r, uint64_t need)

@@ -87,9 +87,11 @@ void ring_reserve(struct ring *r, uint64_t need);
 
 /**
  * A longjmp left translated code at guest @p pc, with the block in flight
- * at slot->block_at (if any, in this ring): end its record at that
- * instruction, included; left before its last slot, give its slot records
- * their headers first (record.h). Clears block_at. vCPU (tb_exit).
+ * at slot->block_at (if any, in this ring: sluice_block_in_flight): end
+ * its record at that instruction, included; left before its last slot,
+ * give its slot records their headers first (record.h). Clears block_at
+ * and stores the cursor at slot->written, as the TB's exit would have.
+ * vCPU (tb_exit).
  */
 void ring_tb_exit(struct ring *r, uint64_t pc);
 

@@ -40,24 +40,30 @@
  * with no consumer runs the code QEMU alone makes; sluice_mem_enabled
  * (probe_access) sends helpers' accesses down the per-access path only
  * when helper_mem records them.
+ * 9 — `written` is stored as a TB that wrote records is left (before
+ * each goto_tb, exit_tb and goto_ptr), not at every TB start; a TB that
+ * writes no record inline has no sluice op at all, so block_at may name
+ * a block that is over (sluice_block_in_flight tells); tb_exit is called
+ * after every longjmp and stores `written` itself.
  */
 #ifndef SLUICE_JITTER_ABI_H
 #define SLUICE_JITTER_ABI_H
 
 #include <stdint.h>
 
-#define SLUICE_JITTER_ABI_VERSION 8u
+#define SLUICE_JITTER_ABI_VERSION 9u
 
 /**
  * Per-vCPU producer state. It lives in QEMU's CPUNegativeOffsetState
  * (include/hw/core/cpu.h) so translated code reaches it at a fixed negative
  * offset from env on every target and host.
  *
- * Translated code appends records at `cursor` and advances it; at every TB
- * start it stores `cursor` at `written` and, if the TB writes records
- * inline (need > 0), calls reserve() when `cursor + need > limit`. A TB
- * that writes none has no check: the helpers that append check for
- * themselves. Between two reserve() calls the producer may write up to
+ * Translated code appends records at `cursor` and advances it. A TB that
+ * writes records inline (need > 0) calls reserve() at its start when
+ * `cursor + need > limit`, and stores `cursor` at `written` before each
+ * op that leaves it. A TB that writes none has neither: the helpers that
+ * append check for themselves, and store `cursor` at `written` when no
+ * block is in flight. Between two reserve() calls the producer may write up to
  * `limit` without checking. Inside a TB the cursor may live in
  * a host register (a TCG global): it is in the slot whenever a helper or
  * the jitter runs.
@@ -74,22 +80,37 @@ struct sluice_thread_slot {
      */
     uint64_t helper_mem;
     /**
-     * Where translated code stores `cursor` at the start of every TB: a
-     * word of the ring's shared header (record.h, written_addr), so a
-     * consumer can take the whole records of a thread killed between two
-     * publishes. Never NULL while translated code may run.
+     * Where `cursor` is stored whenever every record before it is whole
+     * (as a TB that wrote records is left, see above): a word of the
+     * ring's shared header (record.h, written_addr), so a consumer can take
+     * the whole records of a thread killed between two publishes. Never
+     * NULL while translated code may run.
      */
     uint64_t *written;
     /**
-     * The BLOCK record of the TB that may be running: translated code
+     * The BLOCK record of the last TB that wrote one: translated code
      * stores its address here right after writing it at TB start, and
      * stores NULL before a TB-start reserve() (the block before is over).
+     * The block is in flight only while it lies at or past `*written`
+     * (sluice_block_in_flight): leaving the TB stores `written` past it.
      * The jitter reads it in reserve() (it holds a block in flight back
      * from consumers, and cuts it in two at a chunk boundary) and in
      * tb_exit(), and clears it once the block is over.
      */
     uint64_t *block_at;
 };
+
+/**
+ * Whether @p slot's block_at names a block whose TB is still running:
+ * one at or past the cursor stored at `written` (both are addresses in
+ * the ring's data mapping, compared as numbers; whoever moves the cursor
+ * back into the first mapping moves or clears block_at with it).
+ * Any thread that owns the slot (its vCPU, or the jitter for it).
+ */
+static inline int sluice_block_in_flight(const struct sluice_thread_slot *slot)
+{
+    return slot->block_at != 0 && (uint64_t)(uintptr_t)slot->block_at >= *slot->written;
+}
 
 /** helper_mem: record the helpers' loads. */
 #define SLUICE_HELPER_MEM_R (1ull << 62)
@@ -237,12 +258,14 @@ struct sluice_jitter_ops {
      */
     uint64_t (*lift_block)(struct sluice_thread_slot *slot, const struct sluice_lift_block *b);
     /**
-     * vCPU, after a longjmp out of translated code (cpu_exec's
-     * cpu_exec_longjmp_cleanup), when slot->block_at is not NULL: @p pc is
-     * the guest PC QEMU restored, that of the instruction that left
-     * (it started, so it counts). The jitter rewrites the block's `to`
-     * (and, left before its last slot, gives the slot records their
-     * headers, moving the cursor) and clears block_at.
+     * vCPU, after every longjmp out of translated code (cpu_exec's
+     * cpu_exec_longjmp_cleanup) while the slot has a ring: @p pc is the
+     * guest PC QEMU restored, that of the instruction that left (it
+     * started, so it counts). If a block is in flight
+     * (sluice_block_in_flight) the jitter rewrites its `to` (and, left
+     * before its last slot, gives the slot records their headers, moving
+     * the cursor); then it clears block_at and stores the cursor at
+     * `written`, as leaving the TB by an exit op would have.
      */
     void (*tb_exit)(struct sluice_thread_slot *slot, uint64_t pc);
     /**

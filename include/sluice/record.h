@@ -375,7 +375,7 @@ static inline uint64_t sluice_block_desc_words(uint64_t w0)
  *   +-------------------------------+  struct sluice_ring_hdr, 4 KiB
  *   | identity line    jitter, once |  magic .. blocks_bytes
  *   | producer line    producer     |  head, head_futex, flags, lost
- *   | TB-start line    producer     |  written_addr, data_addr
+ *   | TB-exit line     producer     |  written_addr, data_addr
  *   | slot[0..15]      producer     |  active, lossless, producer_waiting,
  *   |                               |  lost_seq, lost_events
  *   +-------------------------------+
@@ -464,11 +464,12 @@ struct sluice_ring_hdr {
     uint64_t lost;
     uint8_t pad2_[128 - 24];
 
-    /* --- the producer's TB-start line --- */
+    /* --- the producer's TB-exit line --- */
     /**
      * The write cursor as the producer's own address, stored by translated
-     * code at the start of every translation block and by the producer at
-     * every publish, before head: every record before it is whole, and it
+     * code as it leaves a translation block that wrote records, by the
+     * producer when a helper appends outside a block and at every publish,
+     * before head: every record before it is whole, and it
      * never names a position behind head. Read only to drain a producer
      * that died without publishing (SIGKILL): its position is the one in
      * [head, head + data_size) at that offset from data_addr, and one past

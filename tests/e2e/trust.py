@@ -24,7 +24,9 @@ Cases (one meson test each, on every architecture unless said otherwise):
             twice): traced == counter exactly, sluice dies of SIGKILL. Then 3 times an
             external SIGKILL to the guest (wait mode, 4 threads bumping):
             0 <= counter - traced <= 1 per thread, sluice dies of SIGKILL; and
-            once more with `--tool stats -o FILE`: FILE says the guest was killed
+            once more with `--tool stats -o FILE`: FILE says the guest was killed; and
+            4 threads that bumped 5000 times and then spin outside bump() (TBs that
+            write no record): traced == counter exactly
   closefds  the guest closes 3..1023, close_range(3, ~0U), dup2s onto 900..1023;
             what it sees (stdout) equals an untraced run; then 4 threads and 2
             forked children bump N times: traced == counter for all 6
@@ -272,13 +274,15 @@ def case_exec(c):
         c.traced("exec %d" % (n + 1), ["exec"])
 
 
-def external_kill(c, n, tool):
-    """wait mode, SIGKILL to the guest (QEMU's pid, a child of sluice) while its threads bump.
+def external_kill(c, n, tool, mode=("wait",)):
+    """wait mode (or @p mode: its name and arguments), SIGKILL to the guest (QEMU's pid, a
+    child of sluice) once it said ready.
 
     Returns (sluice's returncode, Counters, the -o file, sluice's stderr).
     """
     ctr_file, out = c.path("wait%d.ctr" % n), c.path("wait%d.%s" % (n, tool))
-    cmd = common.cmd_sluice(c.args.sluice, tool, out, c.prog, ["wait", ctr_file], extra=c.filter)
+    cmd = common.cmd_sluice(c.args.sluice, tool, out, c.prog,
+                            [mode[0], ctr_file] + list(mode[1:]), extra=c.filter)
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env=common.guest_env(sluice=True))
     line = p.stdout.readline()
@@ -324,6 +328,17 @@ def case_kill(c):
                             % (describe(rc), err[-400:]))
         c.report("external SIGKILL %d" % (n + 1), problems, "%s, %s" % (describe(rc), figures))
         c.done("wait%d" % n)
+    # Threads that bumped N times and then spin outside bump(), in TBs that
+    # write no record: the kill lands long after their last store, whose
+    # record must be there to read though no TB since said so (slack 0).
+    rc, ctr, dump, err = external_kill(c, 4, "dump", mode=("idle", "5000"))
+    problems, figures = compare(ctr, dump)
+    if any(v != 5000 for v in ctr.values):
+        problems.append("the guest's counters are not 5000 each: %s" % ctr.values)
+    if rc != -signal.SIGKILL:
+        problems.append("sluice %s, want signal SIGKILL; stderr %r" % (describe(rc), err[-400:]))
+    c.report("external SIGKILL, idle threads", problems, "%s, %s" % (describe(rc), figures))
+    c.done("wait4")
     rc, ctr, report, err = external_kill(c, 3, "stats")
     problems = []
     text = open(report, errors="replace").read() if os.path.exists(report) else ""

@@ -20,6 +20,8 @@
  *   exit              6 threads bump forever; main sleeps 100 ms, then exit(0) (exit_group)
  *   abort             the same, then abort(): the process ends by a fatal signal
  *   wait              4 threads bump forever; main prints "ready" and sleeps forever
+ *   idle N            4 threads bump N times, then spin outside bump() with no system
+ *                     call; once all 4 spin, main prints "ready" and sleeps forever
  *   closefds N        close 3..1023 one by one, close_range(3, ~0U, 0), dup2(0, fd) and
  *                     close for a few fds in 900..1023, printing the results; then 4
  *                     threads and 2 forked children bump N times each
@@ -213,6 +215,38 @@ static int mode_exit(int fatal)
 static int mode_wait(void)
 {
     start_forever(4);
+    if (write(1, "ready\n", 6) != 6) {
+        return 1;
+    }
+    for (;;) {
+        pause();
+    }
+}
+
+static unsigned idle_threads; /* threads done bumping (idle mode) */
+
+static void *bump_then_spin(void *arg)
+{
+    volatile unsigned long spins = 0;
+
+    bump_rounds(arg);
+    __atomic_fetch_add(&idle_threads, 1, __ATOMIC_RELEASE);
+    for (;;) {
+        spins++;
+    }
+    return NULL;
+}
+
+static int mode_idle(void)
+{
+    pthread_t t;
+
+    for (unsigned i = 0; i < 4; i++) {
+        start(&t, bump_then_spin, (void *)counter(i));
+    }
+    while (__atomic_load_n(&idle_threads, __ATOMIC_ACQUIRE) < 4) {
+        sleep_ms(10);
+    }
     if (write(1, "ready\n", 6) != 6) {
         return 1;
     }
@@ -504,6 +538,9 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "wait") == 0) {
         map_counters(argv[2], 4);
         return mode_wait();
+    } else if (strcmp(mode, "idle") == 0) {
+        map_counters(argv[2], 4);
+        return mode_idle();
     } else if (strcmp(mode, "closefds") == 0) {
         map_counters(argv[2], 6);
         return mode_closefds();

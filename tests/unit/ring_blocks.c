@@ -56,6 +56,12 @@ static void tb_start(uint64_t hdr)
     slot.block_at = slot.cursor++;
 }
 
+/* What a TB that wrote records does before each op that leaves it. */
+static void tb_end(void)
+{
+    *slot.written = (uint64_t)(uintptr_t)slot.cursor;
+}
+
 /* A store of instruction @p i, made by a helper (it reserves as it goes). */
 static void store(unsigned i)
 {
@@ -130,6 +136,44 @@ Test(ring_blocks, a_block_in_flight_is_not_published, .init = setup)
     ring_publish_all(ring); /* the thread left translated code */
     cr_assert_null(slot.block_at);
     cr_assert_eq(ring->hdr->head, pos + 8 + 24);
+}
+
+/*
+ * TBs that write no record leave block_at naming the last block, which is
+ * over: a fault in one of them at a pc that block also holds must not cut
+ * it, and a helper's reserve must publish it.
+ */
+Test(ring_blocks, a_block_that_is_over_stays_whole, .init = setup)
+{
+    uint64_t hdr = lift(4), pos, end;
+
+    tb_start(hdr);
+    store(1);
+    tb_end();
+    pos = pos_of(slot.block_at);
+    end = pos_of(slot.cursor);
+    cr_assert_not(sluice_block_in_flight(&slot));
+    ring_reserve(ring, 64); /* a helper in a TB that writes no record */
+    cr_assert_eq(__atomic_load_n(&ring->hdr->head, __ATOMIC_ACQUIRE), end,
+                 "the block that is over is published");
+    cr_assert_null(slot.block_at);
+    ring_tb_exit(ring, PC0 + 4); /* that TB faults at a pc the block holds */
+    cr_assert_eq(at(pos), hdr, "the block keeps all 4 instructions");
+    cr_assert_eq(ring->hdr->written_addr, (uint64_t)(uintptr_t)slot.cursor);
+}
+
+Test(ring_blocks, a_fault_after_the_tb_ended_does_not_cut_its_block, .init = setup)
+{
+    uint64_t hdr = lift(4), pos;
+
+    tb_start(hdr);
+    store(1);
+    tb_end();
+    pos = pos_of(slot.block_at);
+    ring_tb_exit(ring, PC0 + 4);
+    cr_assert_eq(at(pos), hdr, "the block keeps all 4 instructions");
+    cr_assert_null(slot.block_at);
+    cr_assert_eq(ring->hdr->written_addr, (uint64_t)(uintptr_t)slot.cursor);
 }
 
 Test(ring_blocks, a_block_is_cut_at_a_chunk_boundary, .init = setup)
