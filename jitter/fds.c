@@ -17,12 +17,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sluice/ctl.h"
+
 /*
  * Highest number we place a descriptor at, whatever RLIMIT_NOFILE says: a
  * descriptor near a limit of 2^20 would make the kernel grow the process's
  * descriptor table to that size (and copy it at every fork).
  */
-#define FDS_TOP 4096
+#define FDS_TOP SLUICE_FDS_TOP
 /* How far below the top we look for a free number before giving up. */
 #define FDS_SEARCH 256
 

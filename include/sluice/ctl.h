@@ -169,6 +169,15 @@ static inline int sluice_ctl_socket_path(char *buf, size_t size, const char *dir
 /** Environment variable of the `sluice` command: SLUICE_OPT_ENCODING's value. */
 #define SLUICE_ENCODING_ENV "SLUICE_ENCODING"
 
+/**
+ * The jitter keeps its descriptors just below min(RLIMIT_NOFILE's soft
+ * limit, SLUICE_FDS_TOP), out of the guest's low numbers. A launcher may
+ * grow the descriptor table that far before it execs QEMU, while it has
+ * one thread: growing the table of a process with threads (QEMU has its
+ * RCU thread before the jitter loads) waits for an RCU grace period.
+ */
+#define SLUICE_FDS_TOP 4096
+
 /** Environment variable of the `sluice` command: ring data bytes per guest thread. */
 #define SLUICE_RING_BYTES_ENV "SLUICE_RING_BYTES"
 /** Default ring data size: 16 MiB per guest thread. */
