@@ -220,20 +220,16 @@ void launch_ignore_sigpipe(void)
 
 /*
  * Grow the descriptor table to where the jitter will put its descriptors
- * (ctl.h, SLUICE_FDS_TOP) while this process has one thread: in QEMU,
+ * (ctl.h, sluice_fds_top()) while this process has one thread: in QEMU,
  * which has threads by then, the first such descriptor waited 17 to 28 ms
  * for an RCU grace period (the kernel's expand_fdtable). The table keeps
  * its size across execve.
  */
 static void grow_fd_table(int fd)
 {
-    struct rlimit rl;
-    long top = SLUICE_FDS_TOP;
+    long top = sluice_fds_top();
     int high;
 
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)top) {
-        top = (long)rl.rlim_cur;
-    }
     high = top > 3 ? fcntl(fd, F_DUPFD, (int)top - 1) : -1;
     if (high >= 0) {
         close(high);

@@ -13,18 +13,16 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "sluice/ctl.h"
 
 /*
- * Highest number we place a descriptor at, whatever RLIMIT_NOFILE says: a
- * descriptor near a limit of 2^20 would make the kernel grow the process's
- * descriptor table to that size (and copy it at every fork).
+ * Descriptors go below sluice_fds_top() (ctl.h), whatever RLIMIT_NOFILE
+ * says: a descriptor near a limit of 2^20 would make the kernel grow the
+ * process's descriptor table to that size (and copy it at every fork).
  */
-#define FDS_TOP SLUICE_FDS_TOP
 /* How far below the top we look for a free number before giving up. */
 #define FDS_SEARCH 256
 
@@ -36,13 +34,9 @@ static struct {
 /* A close-on-exec duplicate of @p fd at the highest free number, or -1. */
 static int dup_high(int fd)
 {
-    struct rlimit rl;
-    long top = FDS_TOP, n;
+    long top = sluice_fds_top(), n;
     int high;
 
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)top) {
-        top = (long)rl.rlim_cur;
-    }
     for (n = top - 1; n >= 3 && n >= top - FDS_SEARCH; n--) {
         /* Taken: look lower without a dup, whose result past the table's end
          * would make the kernel grow it (synchronize_rcu: ~8 ms each time). */
@@ -51,7 +45,7 @@ static int dup_high(int fd)
         }
         high = fcntl(fd, F_DUPFD_CLOEXEC, (int)n);
         if (high >= top) {
-            close(high); /* n..top-1 are taken, and the limit is above FDS_TOP: lower */
+            close(high); /* n..top-1 are taken, and the limit is above SLUICE_FDS_TOP: lower */
             continue;
         }
         if (high >= 0) {
