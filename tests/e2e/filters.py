@@ -11,7 +11,8 @@ very same execution. What sluice must have written, per filter:
   pcs         exactly the reference's EXEC events, and no memory access
   coverage    each pc the reference executed, exactly once, and nothing else
   range       the reference trace restricted to pcs in [lo, hi), in order (the window
-              from the run before: first one with lo = hi = 0, which must trace nothing)
+              taken in the main executable from a run with lo = hi = 0, which must
+              trace nothing)
   mem_writes  exactly the reference's stores, in order
   main_image  the reference trace restricted to the main executable's code
               ([start_code, end_code) from QEMU's own `-d page` log)
@@ -69,9 +70,9 @@ class Run:
         extra = ["--filter", os.path.join(args.filters, filt + ".bpf.o")]
         for s in sets:
             extra += ["--set", s]
-        # setarch -R: no address randomization in QEMU's own mmap()s, so code
-        # sits at the same addresses in every run (range picks its window
-        # from an earlier run).
+        # setarch -R: no address randomization in QEMU's own mmap()s, so the
+        # main executable sits at the same address in every run (range picks
+        # its window from an earlier run).
         rc0, out0, _ = common.run(["setarch", "-R"] + common.cmd_plain(arch, prog, pargs))
         rc, out, err = common.run(["setarch", "-R"] + common.cmd_sluice(
             args.sluice, "dump", self.act, prog, pargs, extra=extra), extra_env=env)
@@ -127,25 +128,29 @@ def check_coverage(args, tmp, arch, argv, qemu_log=None):
 
 def check_range(args, tmp, arch, argv):
     # The window: the second quarter of the distinct pcs the reference saw in
-    # the run before, first one of the same filter with an empty window (it
-    # must trace nothing). Libraries sit at the same addresses only while
-    # QEMU's own mmap()s fall the same way (see Run), which the consumer's
-    # attach does not always let them: when the window catches nothing in the
-    # reference either, the code moved, and the window is taken again from
-    # that run (at most 3 times).
-    r = Run(args, tmp, arch, argv, "range", sets=("lo=0", "hi=0"))
+    # the main executable in the run before, one of the same filter with an
+    # empty window (it must trace nothing). QEMU loads the executable before
+    # anything else, so it sits at the same address in every run; the
+    # libraries and ld.so do not (the jitter's own mmap()s can come between
+    # the guest's), so a window there may catch nothing the next time.
+    r = Run(args, tmp, arch, argv, "range", sets=("lo=0", "hi=0"), qemu_log="page")
     if r.problems or r.expect(lambda ev: False) != 0:
         return r, 0
-    for _ in range(3):
-        pcs = sorted({pc_of(ev) for evs in r.rt.values() for ev in evs if ev.startswith("EXEC ")})
-        lo, hi = pcs[len(pcs) // 4], pcs[len(pcs) // 2]
-        r = Run(args, tmp, arch, argv, "range", sets=("lo=%#x" % lo, "hi=%#x" % hi))
-        if r.problems:
-            return r, 0
-        n = r.expect(lambda ev: lo <= pc_of(ev) < hi)
-        if r.problems or n > 0:
-            return r, n
-    r.problems.append("window [%#x, %#x) caught nothing" % (lo, hi))
+    code = main_code(r)
+    if code is None:
+        return r, 0
+    pcs = sorted({pc_of(ev) for evs in r.rt.values() for ev in evs
+                  if ev.startswith("EXEC ") and code[0] <= pc_of(ev) < code[1]})
+    if len(pcs) < 4:
+        r.problems.append("the reference ran %d pcs of the main executable" % len(pcs))
+        return r, 0
+    lo, hi = pcs[len(pcs) // 4], pcs[len(pcs) // 2]
+    r = Run(args, tmp, arch, argv, "range", sets=("lo=%#x" % lo, "hi=%#x" % hi))
+    if r.problems:
+        return r, 0
+    n = r.expect(lambda ev: lo <= pc_of(ev) < hi)
+    if n == 0 and not r.problems:
+        r.problems.append("window [%#x, %#x) caught nothing" % (lo, hi))
     return r, n
 
 
@@ -154,17 +159,25 @@ def check_mem_writes(args, tmp, arch, argv):
     return r, (0 if r.problems else r.expect(lambda ev: ev.startswith("WRITE")))
 
 
-def check_main_image(args, tmp, arch, argv):
-    r = Run(args, tmp, arch, argv, "main_image", qemu_log="page")
-    if r.problems:
-        return r, 0
+def main_code(r):
+    """[start_code, end_code) of the main executable from QEMU's `-d page` log, or None."""
     with open(r.log) as f:
         log = f.read()
     m = [re.search(r"^%s\s+0x([0-9a-f]+)" % k, log, re.M) for k in ("start_code", "end_code")]
     if not all(m):
         r.problems.append("no start_code/end_code in QEMU's -d page log")
+        return None
+    return tuple(int(x.group(1), 16) for x in m)
+
+
+def check_main_image(args, tmp, arch, argv):
+    r = Run(args, tmp, arch, argv, "main_image", qemu_log="page")
+    if r.problems:
         return r, 0
-    start, end = (int(x.group(1), 16) for x in m)
+    code = main_code(r)
+    if code is None:
+        return r, 0
+    start, end = code
     n = r.expect(lambda ev: start <= pc_of(ev) < end)
     if n == 0:
         r.problems.append("nothing traced in [%#x, %#x)" % (start, end))
