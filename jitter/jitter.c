@@ -380,11 +380,12 @@ static void j_flushed(void)
     lift_enable(ctl_consumers() > 0);
 }
 
-/* A longjmp left the TB at @p pc: its block ran up to that instruction, included. */
-static void j_tb_exit(struct sluice_thread_slot *slot, uint64_t pc)
+/* A longjmp left the TB at @p pc: its block ran up to that instruction,
+ * included unless it runs @p again. */
+static void j_tb_exit(struct sluice_thread_slot *slot, uint64_t pc, int again)
 {
     if (slot->ring) {
-        ring_tb_exit(slot->ring, pc);
+        ring_tb_exit(slot->ring, pc, again);
     } else {
         slot->block_at = NULL;
     }

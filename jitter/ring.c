@@ -524,22 +524,103 @@ static void tb_left(struct ring *r)
     __atomic_store_n(r->slot->written, (uint64_t)(uintptr_t)r->slot->cursor, __ATOMIC_RELEASE);
 }
 
-void ring_tb_exit(struct ring *r, uint64_t pc)
+/*
+ * Where the records since the TB was entered begin: `written`, a record
+ * boundary at or after the last publish (stored there, at each exit of a
+ * TB that writes records, and by a helper's put), in the cursor's lap.
+ */
+static const uint64_t *since_exit(const struct ring *r)
+{
+    const uint8_t *start = r->data + (r->head & (r->size - 1));
+    uint64_t ahead = (*r->slot->written - (uint64_t)(uintptr_t)start) & (r->size - 1);
+
+    return ahead <= (uint64_t)((const uint8_t *)r->slot->cursor - start)
+               ? (const uint64_t *)(start + ahead)
+               : (const uint64_t *)start;
+}
+
+/*
+ * The last record from @p w to the cursor (a block's slot records are part
+ * of its BLOCK_SLOTS record), or NULL if there is none or a word there is
+ * not a record's header (then nothing is taken back).
+ */
+static const uint64_t *last_record(const struct ring *r, const uint64_t *w)
+{
+    const uint64_t *last = NULL;
+
+    while (w < r->slot->cursor) {
+        uint64_t len = sluice_rec_words(*w);
+
+        if (sluice_rec_tag(*w) == SLUICE_TAG_BLOCK_SLOTS) {
+            const uint64_t *pcs;
+            const uint16_t *slot = blocks_slots(sluice_block_id(*w), (unsigned *)&len, &pcs);
+            unsigned n = (unsigned)len;
+
+            for (len = 1; n-- > 0;) {
+                len += sluice_slot_record_words(slot[n]);
+            }
+        }
+        if (len == 0) {
+            return NULL;
+        }
+        last = w;
+        w += len;
+    }
+    return w == r->slot->cursor ? last : NULL;
+}
+
+/* Whether @p rec is a record of the instruction at @p pc (EXEC or MEM). */
+static int record_of(const uint64_t *rec, uint64_t pc)
+{
+    unsigned tag = rec ? sluice_rec_tag(*rec) : SLUICE_TAG_PAD;
+
+    return (tag == SLUICE_TAG_EXEC || sluice_tag_is_mem(tag)) &&
+           sluice_rec_payload(*rec) == (pc & SLUICE_PAYLOAD_MASK);
+}
+
+/*
+ * Whether the block in flight has records of its instruction @p j at
+ * @p pc: the last record from @p rec on is one, or, if none, the last whole
+ * slot record is (@p slots_last: its instruction, -1 if none).
+ */
+static int block_wrote(const struct ring *r, const uint64_t *rec, int slots_last, uint64_t pc,
+                       int j)
+{
+    const uint64_t *last = last_record(r, rec);
+
+    return last ? record_of(last, pc) : slots_last >= j;
+}
+
+/* No block: the instruction at @p pc runs again; if its EXEC record is the last one, drop it. */
+static void take_back_exec(struct ring *r, uint64_t pc)
+{
+    const uint64_t *last = last_record(r, since_exit(r));
+
+    if (last && *last == sluice_exec_hdr(pc)) {
+        r->slot->cursor = (uint64_t *)last;
+    }
+}
+
+void ring_tb_exit(struct ring *r, uint64_t pc, int again)
 {
     uint64_t *at = r->slot->block_at, *w, hdr, id, words = 0, have;
-    const uint64_t *pcs;
+    const uint64_t *pcs, *rec;
     const uint16_t *slot;
-    unsigned n, k = 0;
-    int j;
+    unsigned n, k = 0, to;
+    int j, slots_last = -1;
 
     if (!sluice_block_in_flight(r->slot) || (uint8_t *)at < r->data ||
         (uint8_t *)at >= r->data + 2 * r->size || at >= r->slot->cursor ||
         !sluice_tag_is_block(sluice_rec_tag(*at))) {
+        if (again) {
+            take_back_exec(r, pc);
+        }
         tb_left(r);
         return;
     }
     hdr = *at;
     id = sluice_block_id(hdr);
+    rec = at + 1; /* the first record with a header */
     if (sluice_rec_tag(hdr) == SLUICE_TAG_BLOCK_SLOTS) {
         /* How many slot records are whole: the access after them faulted. */
         slot = blocks_slots(id, &n, &pcs);
@@ -547,19 +628,28 @@ void ring_tb_exit(struct ring *r, uint64_t pc)
         for (; k < n && words + sluice_slot_record_words(slot[k]) <= have; k++) {
             words += sluice_slot_record_words(slot[k]);
         }
+        slots_last = k ? (int)sluice_slot_insn(slot[k - 1]) : -1;
         if (k < n) {
             /* Room: the TB's byte count counts the headers (jitter_abi.h). */
             w = put_headers(at, words, k);
             r->slot->cursor = w;
             hdr = sluice_block_hdr(id, 0, sluice_block_to(hdr), 0);
+        } else {
+            rec += words;
         }
     }
     j = blocks_index(id, sluice_block_from(hdr), sluice_block_to(hdr), pc);
     if (j >= 0) {
-        hdr =
-            (sluice_block_hdr(id, sluice_block_from(hdr), (unsigned)j + 1, sluice_block_cont(hdr)) &
-             SLUICE_PAYLOAD_MASK) |
-            (hdr & ~SLUICE_PAYLOAD_MASK);
+        to = (unsigned)j + 1;
+        /* Run again, and nothing of it written: its exec event is taken
+         * back (unless it came with the part before a cut). */
+        if (again && !block_wrote(r, rec, slots_last, pc, j) &&
+            !(sluice_block_cont(hdr) && (unsigned)j == sluice_block_from(hdr))) {
+            to = (unsigned)j;
+        }
+        hdr = (sluice_block_hdr(id, sluice_block_from(hdr), to, sluice_block_cont(hdr)) &
+               SLUICE_PAYLOAD_MASK) |
+              (hdr & ~SLUICE_PAYLOAD_MASK);
     }
     *at = hdr;
     tb_left(r);

@@ -89,11 +89,14 @@ void ring_reserve(struct ring *r, uint64_t need);
  * A longjmp left translated code at guest @p pc, with the block in flight
  * at slot->block_at (if any, in this ring: sluice_block_in_flight): end
  * its record at that instruction, included; left before its last slot,
- * give its slot records their headers first (record.h). Clears block_at
- * and stores the cursor at slot->written, as the TB's exit would have.
+ * give its slot records their headers first (record.h). @p again: the
+ * instruction at @p pc did not run and runs next (jitter_abi.h tb_exit):
+ * if nothing of it but its exec event is written, that is taken back (the
+ * block ends before it; an EXEC record is dropped). Clears block_at and
+ * stores the cursor at slot->written, as the TB's exit would have.
  * vCPU (tb_exit).
  */
-void ring_tb_exit(struct ring *r, uint64_t pc);
+void ring_tb_exit(struct ring *r, uint64_t pc, int again);
 
 /** Publish and mark the ring closed: its thread will write no more. */
 void ring_close(struct ring *r);

@@ -45,13 +45,16 @@
  * writes no record inline has no sluice op at all, so block_at may name
  * a block that is over (sluice_block_in_flight tells); tb_exit is called
  * after every longjmp and stores `written` itself.
+ * 10 — tb_exit's @p again: the instruction that left did not run and QEMU
+ * runs it again (EXCP_ATOMIC; a store into the TB's own code page), so
+ * the jitter takes back its exec event instead of counting it twice.
  */
 #ifndef SLUICE_JITTER_ABI_H
 #define SLUICE_JITTER_ABI_H
 
 #include <stdint.h>
 
-#define SLUICE_JITTER_ABI_VERSION 9u
+#define SLUICE_JITTER_ABI_VERSION 10u
 
 /**
  * Per-vCPU producer state. It lives in QEMU's CPUNegativeOffsetState
@@ -260,14 +263,18 @@ struct sluice_jitter_ops {
     /**
      * vCPU, after every longjmp out of translated code (cpu_exec's
      * cpu_exec_longjmp_cleanup) while the slot has a ring: @p pc is the
-     * guest PC QEMU restored, that of the instruction that left (it
-     * started, so it counts). If a block is in flight
-     * (sluice_block_in_flight) the jitter rewrites its `to` (and, left
-     * before its last slot, gives the slot records their headers, moving
-     * the cursor); then it clears block_at and stores the cursor at
-     * `written`, as leaving the TB by an exit op would have.
+     * guest PC QEMU restored, that of the instruction that left. It
+     * started, so it counts, unless @p again is 1: then it did not run and
+     * is the next QEMU runs (cpu->exception_index is EXCP_ATOMIC:
+     * cpu_loop_exit_atomic, it runs alone in cpu_exec_step_atomic; or -1:
+     * cpu_loop_exit_noexc, as when a store wrote to the code page of its
+     * own TB, accel/tcg/user-exec.c:handle_sigsegv_accerr_write). If a
+     * block is in flight (sluice_block_in_flight) the jitter rewrites its
+     * `to` (and, left before its last slot, gives the slot records their
+     * headers, moving the cursor); then it clears block_at and stores the
+     * cursor at `written`, as leaving the TB by an exit op would have.
      */
-    void (*tb_exit)(struct sluice_thread_slot *slot, uint64_t pc);
+    void (*tb_exit)(struct sluice_thread_slot *slot, uint64_t pc, int again);
     /**
      * Any thread, mmap_lock held: the guest range [start, start + len)
      * (bytes, page-aligned) is now mapped; @p fd is the file (still open

@@ -34,6 +34,12 @@
  *                     ignored and blocked at start
  *   pagecross N       (x86_64, riscv64) call pagecross_fn N times: its first instruction
  *                     crosses a 4 KiB page boundary (see below)
+ *   retry N           (x86_64, aarch64) instructions QEMU abandons and runs again: two
+ *                     threads call retry_atomic N times each (an atomic add to a misaligned
+ *                     word: QEMU leaves the TB with EXCP_ATOMIC and runs it alone); then
+ *                     (x86_64) main calls retry_smc N times (a store into its own code
+ *                     page: QEMU leaves the TB it modified and runs the store alone).
+ *                     Prints the calls made and the word's final value.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -509,6 +515,94 @@ static int mode_pagecross(void)
 }
 #endif
 
+/*
+ * retry_atomic(p): one atomic add of 1 to the 8-byte word at p, then return.
+ * retry_smc(): one store of a byte to its own 4 KiB page (made writable),
+ * then return. Each in a section of its own, so the test traces them alone.
+ */
+#if defined(__x86_64__)
+#define HAVE_RETRY 1
+#define HAVE_RETRY_SMC 1
+__asm__(".pushsection .text.retry, \"ax\", @progbits\n"
+        ".balign 4096\n"
+        ".globl retry_atomic\n"
+        ".type retry_atomic, @function\n"
+        "retry_atomic:\n"
+        "lock addq $1, (%rdi)\n"
+        "ret\n"
+        ".size retry_atomic, . - retry_atomic\n"
+        ".balign 4096\n"
+        ".globl retry_smc\n"
+        ".type retry_smc, @function\n"
+        "retry_smc:\n"
+        "movb $0x90, retry_smc_byte(%rip)\n"
+        "ret\n"
+        ".size retry_smc, . - retry_smc\n"
+        "retry_smc_byte: .byte 0x90\n"
+        ".balign 4096\n"
+        ".popsection\n");
+#elif defined(__aarch64__)
+#define HAVE_RETRY 1
+__asm__(".pushsection .text.retry, \"ax\", @progbits\n"
+        ".arch_extension lse\n"
+        ".balign 4096\n"
+        ".globl retry_atomic\n"
+        ".type retry_atomic, @function\n"
+        "retry_atomic:\n"
+        "mov x1, #1\n"
+        "ldadd x1, x1, [x0]\n"
+        "ret\n"
+        ".size retry_atomic, . - retry_atomic\n"
+        ".popsection\n");
+#endif
+
+#ifdef HAVE_RETRY
+void retry_atomic(volatile uint64_t *p);
+void retry_smc(void);
+
+static volatile uint64_t *retry_word;
+
+static void *retry_thread(void *arg)
+{
+    (void)arg;
+    for (unsigned long i = 0; i < rounds; i++) {
+        retry_atomic(retry_word);
+    }
+    return NULL;
+}
+
+static int mode_retry(void)
+{
+    /* 4 bytes into a 16-byte aligned pair of words: misaligned, and within 16 bytes
+     * (aarch64 with LSE2 takes it; QEMU still cannot do it atomically as one access). */
+    static _Alignas(16) unsigned char buf[32];
+    unsigned long smc = 0;
+    pthread_t t;
+
+    retry_word = (volatile uint64_t *)(buf + 4);
+    /* The thread exists before the first call: QEMU then translates for parallel vCPUs. */
+    if (pthread_create(&t, NULL, retry_thread, NULL) != 0) {
+        return 1;
+    }
+    retry_thread(NULL);
+    pthread_join(t, NULL);
+#ifdef HAVE_RETRY_SMC
+    uintptr_t page = (uintptr_t)retry_smc & ~(uintptr_t)4095;
+
+    if (mprotect((void *)page, 4096, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+        perror("mprotect");
+        return 1;
+    }
+    for (; smc < rounds; smc++) {
+        retry_smc();
+    }
+#endif
+    printf("retry atomic %lu smc %lu word %llu\n", 2 * rounds, smc,
+           (unsigned long long)*retry_word);
+    return *retry_word == 2 * rounds ? 0 : 1;
+}
+#endif
+
 static char stdout_buf[1 << 16];
 
 int main(int argc, char **argv)
@@ -560,6 +654,11 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "pagecross") == 0) {
         map_counters(argv[2], 0);
         return mode_pagecross();
+#endif
+#ifdef HAVE_RETRY
+    } else if (strcmp(mode, "retry") == 0) {
+        map_counters(argv[2], 0);
+        return mode_retry();
 #endif
     }
     fprintf(stderr, "counters: unknown mode '%s'\n", mode);

@@ -6,7 +6,8 @@
  * chunk boundary is cut there into two records of the same id, the second
  * with `cont` when the running instruction has records on both sides
  * (record.h); a TB left early gets its slot records' headers back
- * (ring_tb_exit). The slot is driven as translated code drives it.
+ * (ring_tb_exit), and one that QEMU runs again is taken back. The slot is
+ * driven as translated code drives it.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -157,7 +158,7 @@ Test(ring_blocks, a_block_that_is_over_stays_whole, .init = setup)
     cr_assert_eq(__atomic_load_n(&ring->hdr->head, __ATOMIC_ACQUIRE), end,
                  "the block that is over is published");
     cr_assert_null(slot.block_at);
-    ring_tb_exit(ring, PC0 + 4); /* that TB faults at a pc the block holds */
+    ring_tb_exit(ring, PC0 + 4, 0); /* that TB faults at a pc the block holds */
     cr_assert_eq(at(pos), hdr, "the block keeps all 4 instructions");
     cr_assert_eq(ring->hdr->written_addr, (uint64_t)(uintptr_t)slot.cursor);
 }
@@ -170,7 +171,7 @@ Test(ring_blocks, a_fault_after_the_tb_ended_does_not_cut_its_block, .init = set
     store(1);
     tb_end();
     pos = pos_of(slot.block_at);
-    ring_tb_exit(ring, PC0 + 4);
+    ring_tb_exit(ring, PC0 + 4, 0);
     cr_assert_eq(at(pos), hdr, "the block keeps all 4 instructions");
     cr_assert_null(slot.block_at);
     cr_assert_eq(ring->hdr->written_addr, (uint64_t)(uintptr_t)slot.cursor);
@@ -276,7 +277,7 @@ Test(ring_blocks, a_tb_left_before_its_last_slot_gets_its_headers_back, .init = 
     first = pos_of(slot.block_at);
     slot_load(0x5000); /* instruction 0 */
     slot_load(0x5008); /* instruction 2; instruction 3's load faults */
-    ring_tb_exit(ring, PC0 + 12);
+    ring_tb_exit(ring, PC0 + 12, 0);
     cr_assert_null(slot.block_at);
     cr_assert_eq(at(first), sluice_block_hdr(id, 0, 4, 0), "a BLOCK record, up to 3 included");
     cr_assert_eq(at(first + 8), sluice_mem_hdr(PC0, 3, 0));
@@ -297,7 +298,7 @@ Test(ring_blocks, a_tb_left_after_its_slots_keeps_its_record, .init = setup)
     first = pos_of(slot.block_at);
     slot_load(0x6000);
     store(3); /* a helper's record, with its header, then instruction 3 faults */
-    ring_tb_exit(ring, PC0 + 12);
+    ring_tb_exit(ring, PC0 + 12, 0);
     cr_assert_eq(at(first), (sluice_block_slots_hdr(id, 5) & ~(0x3ffull << 46)) | 4ull << 46,
                  "still BLOCK_SLOTS, to 4");
     cr_assert_eq(sluice_block_to(at(first)), 4);
@@ -331,4 +332,51 @@ Test(ring_blocks, a_block_with_slots_is_cut_after_them, .init = setup)
     cr_assert_eq(at(first + 8), 0x7000);
     cr_assert_eq(at(first + 24), 0x7008);
     cr_assert_eq(at(second), sluice_block_hdr(id, 1, 4, 1), "the rest: a BLOCK record, cont");
+}
+
+/*
+ * An instruction QEMU gives up and runs again (EXCP_ATOMIC, a store into
+ * its own TB's page): its exec event is taken back when nothing else of it
+ * was written, and kept when some record of it was (it did run in part).
+ */
+Test(ring_blocks, an_instruction_run_again_is_taken_back_from_its_block, .init = setup)
+{
+    uint64_t hdr = lift(4), id = sluice_block_id(hdr), pos;
+
+    tb_start(hdr);
+    store(0);
+    pos = pos_of(slot.block_at);
+    ring_tb_exit(ring, PC0 + 8, 1); /* instruction 2 gave up before any access */
+    cr_assert_eq(at(pos), sluice_block_hdr(id, 0, 2, 0), "instructions 0 and 1 ran");
+    tb_start(hdr);
+    store(0);
+    store(2);
+    pos = pos_of(slot.block_at);
+    ring_tb_exit(ring, PC0 + 8, 1); /* it gave up after a record of its own */
+    cr_assert_eq(at(pos), sluice_block_hdr(id, 0, 3, 0), "instruction 2 stays");
+    tb_start(hdr);
+    pos = pos_of(slot.block_at);
+    ring_tb_exit(ring, PC0, 1); /* the first gave up */
+    cr_assert_eq(at(pos), sluice_block_hdr(id, 0, 0, 0), "nothing ran");
+    cr_assert_eq(ring->hdr->written_addr, (uint64_t)(uintptr_t)slot.cursor);
+}
+
+Test(ring_blocks, an_instruction_run_again_loses_its_exec_record, .init = setup)
+{
+    uint64_t *start = slot.cursor;
+
+    *slot.cursor++ = sluice_exec_hdr(PC0);
+    store(0);
+    *slot.cursor++ = sluice_exec_hdr(PC0 + 4);
+    ring_tb_exit(ring, PC0 + 4, 1);
+    cr_assert_eq(slot.cursor, start + 4, "the EXEC record of PC0 + 4 is dropped");
+    cr_assert_eq(ring->hdr->written_addr, (uint64_t)(uintptr_t)slot.cursor);
+    *slot.cursor++ = sluice_exec_hdr(PC0 + 4);
+    store(1);
+    ring_tb_exit(ring, PC0 + 4, 1);
+    cr_assert_eq(slot.cursor, start + 8, "a record of it follows: it stays");
+    *slot.cursor++ = sluice_exec_hdr(PC0 + 8);
+    tb_end(); /* its TB was left: the record is another TB's */
+    ring_tb_exit(ring, PC0 + 8, 1);
+    cr_assert_eq(slot.cursor, start + 9, "written before `written`: it stays");
 }
