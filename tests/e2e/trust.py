@@ -64,6 +64,14 @@ Cases (one meson test each, on every architecture unless said otherwise):
             exec count and each access's count equal the calls the guest made,
             and the atomic word ends at the number of adds. The reference plugin
             counts the abandoned try too, so no comparison with it could show this.
+  helpers   (x86_64, aarch64) an instruction whose stores QEMU makes in a helper
+            through a host pointer (fxsave; dc zva), traced alone by the range
+            filter while an untraced copy of it runs right after: every byte the
+            guest saw change is covered by a traced store of that instruction, every
+            traced store lies in the span it may write (dc zva: covers it exactly),
+            each call traces as much, and nothing traced touches the untraced copy's
+            buffer. Both sluice and the plugin API missed them before (qemu-patch
+            0028, 0029).
 
   trust.py CASE --sluice build/consumer/sluice --plugin build/tests/e2e/libreftrace.so
            --guests build/tests/e2e --filters build/filters
@@ -642,6 +650,65 @@ def case_retry(c):
         c.done("retry-%s" % enc)
 
 
+def case_helpers(c):
+    if c.arch not in ("x86_64", "aarch64"):
+        print("%s helpers: no such instruction in the guest here" % c.arch)
+        return
+    lo, size = symbol(c.arch, c.prog, "helper_in")
+    pcs = [pc for pc in decode(c.arch, c.prog) if lo <= pc < lo + size]
+    filt = ["--filter", os.path.join(c.args.filters, "range.bpf.o"),
+            "--set", "lo=%#x" % lo, "--set", "hi=%#x" % (lo + size)]
+    n = 200
+    for enc in ("block", "insn"):
+        problems = []
+        dump = c.path("helpers-%s.dump" % enc)
+        rc, out, err = common.run(common.cmd_sluice(c.args.sluice, "dump", dump, c.prog,
+                                                    ["helpers", c.path("helpers.ctr"), str(n)],
+                                                    extra=filt),
+                                  extra_env={"SLUICE_ENCODING": enc})
+        m = re.match(rb"helpers (\d+) in 0x([0-9a-f]+) out 0x([0-9a-f]+) span (\d+) "
+                     rb"changed ([0-9a-f]+)", out)
+        if rc != 0 or not m:
+            c.report("helpers %s" % enc, ["sluice %s, stdout %r, stderr %r"
+                                          % (describe(rc), out[-200:], err[-400:])], "")
+            continue
+        buf_in, buf_out, span = int(m.group(2), 16), int(m.group(3), 16), int(m.group(4))
+        bits = bytes.fromhex(m.group(5).decode())
+        changed = {j for j in range(span) if bits[j // 8] >> (j % 8) & 1}
+        events, lost = count_events(dump)
+        for pc in pcs:
+            if events[("EXEC", pc)] != n:
+                problems.append("EXEC at %#x: traced %d, the guest ran it %d times"
+                                % (pc, events[("EXEC", pc)], n))
+        with open(dump, "rb") as f:
+            stores = re.findall(rb" WRITE(\d+) 0x([0-9a-f]+) addr=0x([0-9a-f]+)", f.read())
+        covered, outside, total = set(), [], 0
+        for sz, pc, addr in stores:
+            sz, pc, addr = int(sz), int(pc, 16), int(addr, 16)
+            total += sz
+            if pc != pcs[0] or not buf_in <= addr < addr + sz <= buf_in + span:
+                outside.append("%d bytes at %#x by pc %#x" % (sz, addr, pc))
+            covered.update(range(addr - buf_in, addr - buf_in + sz))
+        if outside:
+            problems.append("%d traced stores outside [%#x, +%d) (buf_out at %#x), e.g. %s"
+                            % (len(outside), buf_in, span, buf_out, outside[:3]))
+        if not changed:
+            problems.append("the guest saw no byte change: the test proves nothing")
+        if changed - covered:
+            problems.append("%d bytes the guest saw change were never traced, e.g. offset %d"
+                            % (len(changed - covered), min(changed - covered)))
+        if total != n * len(covered) or (c.arch == "aarch64" and covered != set(range(span))):
+            problems.append("traced %d bytes in all over %d bytes of the span (%d calls): "
+                            "not the same bytes each call%s"
+                            % (total, len(covered), n,
+                               ", nor the whole dc zva block" if c.arch == "aarch64" else ""))
+        if lost:
+            problems.append("the dump reports %d lost records" % lost)
+        c.report("helpers %s" % enc, problems, "%d calls, %d bytes stored per call, %d of "
+                 "them seen changing by the guest" % (n, len(covered), len(changed)))
+        c.done("helpers-%s" % enc)
+
+
 def fsize(n):
     """A preexec_fn: `ulimit -f` of n bytes (the jitter's ring arena is a file)."""
     return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
@@ -718,7 +785,8 @@ def fsize_silent(c):
 
 CASES = {"exec": case_exec, "exit": case_exit, "kill": case_kill, "closefds": case_closefds,
          "threads": case_threads, "churn": case_churn, "environ": case_environ,
-         "bytes": case_bytes, "fsize": case_fsize, "retry": case_retry}
+         "bytes": case_bytes, "fsize": case_fsize, "retry": case_retry,
+         "helpers": case_helpers}
 
 
 def main():

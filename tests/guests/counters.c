@@ -40,6 +40,11 @@
  *                     (x86_64) main calls retry_smc N times (a store into its own code
  *                     page: QEMU leaves the TB it modified and runs the store alone).
  *                     Prints the calls made and the word's final value.
+ *   helpers N         (x86_64, aarch64) N times: fill buf_in with 0xaa, helper_in(buf_in),
+ *                     then helper_out(buf_out), each one instruction whose stores QEMU
+ *                     makes in a helper (fxsave; dc zva). Prints N, both buffers'
+ *                     addresses, the span the instruction may write and a bitmap of the
+ *                     bytes of buf_in it ever changed.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -603,6 +608,92 @@ static int mode_retry(void)
 }
 #endif
 
+/*
+ * helper_in(p) and helper_out(p): one instruction that stores through a
+ * QEMU helper, then return; a page apart, so a test traces helper_in alone.
+ */
+#if defined(__x86_64__)
+#define HAVE_HELPERS 1
+__asm__(".pushsection .text.helpers, \"ax\", @progbits\n"
+        ".balign 4096\n"
+        ".globl helper_in\n"
+        ".type helper_in, @function\n"
+        "helper_in:\n"
+        "fxsave (%rdi)\n"
+        "ret\n"
+        ".size helper_in, . - helper_in\n"
+        ".balign 4096\n"
+        ".globl helper_out\n"
+        ".type helper_out, @function\n"
+        "helper_out:\n"
+        "fxsave (%rdi)\n"
+        "ret\n"
+        ".size helper_out, . - helper_out\n"
+        ".popsection\n");
+#elif defined(__aarch64__)
+#define HAVE_HELPERS 1
+__asm__(".pushsection .text.helpers, \"ax\", @progbits\n"
+        ".balign 4096\n"
+        ".globl helper_in\n"
+        ".type helper_in, @function\n"
+        "helper_in:\n"
+        "dc zva, x0\n"
+        "ret\n"
+        ".size helper_in, . - helper_in\n"
+        ".balign 4096\n"
+        ".globl helper_out\n"
+        ".type helper_out, @function\n"
+        "helper_out:\n"
+        "dc zva, x0\n"
+        "ret\n"
+        ".size helper_out, . - helper_out\n"
+        ".popsection\n");
+#endif
+
+#ifdef HAVE_HELPERS
+void helper_in(void *p);
+void helper_out(void *p);
+
+/* Bytes helper_in's instruction may store at its pointer. */
+static size_t helpers_span(void)
+{
+#if defined(__aarch64__)
+    uint64_t dczid;
+
+    __asm__ volatile("mrs %0, dczid_el0" : "=r"(dczid));
+    return (size_t)4 << (dczid & 0xf); /* dc zva's block */
+#else
+    return 512; /* the fxsave area */
+#endif
+}
+
+static int mode_helpers(void)
+{
+    static _Alignas(4096) unsigned char buf_in[4096], buf_out[4096];
+    static unsigned char changed[4096 / 8];
+    size_t span = helpers_span();
+
+    for (unsigned long i = 0; i < rounds; i++) {
+        memset(buf_in, 0xaa, span);
+        helper_in(buf_in);
+        for (size_t j = 0; j < span; j++) {
+            if (buf_in[j] != 0xaa) {
+                changed[j / 8] |= (unsigned char)(1u << (j % 8));
+            }
+        }
+        helper_out(buf_out);
+    }
+    /* The bytes that ever changed, one bit each (byte j: bit j % 8 of byte j / 8). */
+    printf("helpers %lu in %p out %p span %zu changed ", rounds, (void *)buf_in,
+           (void *)buf_out, span);
+    for (size_t j = 0; j < span / 8; j++) {
+        printf("%02x", changed[j]);
+    }
+    printf("\n");
+    return 0;
+}
+#endif
+
 static char stdout_buf[1 << 16];
 
 int main(int argc, char **argv)
@@ -654,6 +745,11 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "pagecross") == 0) {
         map_counters(argv[2], 0);
         return mode_pagecross();
+#endif
+#ifdef HAVE_HELPERS
+    } else if (strcmp(mode, "helpers") == 0) {
+        map_counters(argv[2], 0);
+        return mode_helpers();
 #endif
 #ifdef HAVE_RETRY
     } else if (strcmp(mode, "retry") == 0) {
