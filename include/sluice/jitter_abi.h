@@ -77,9 +77,11 @@ struct sluice_thread_slot {
     void *ring;       /**< the jitter's ring for this thread; NULL = not tracing */
     /**
      * Written by translated code before each guest instruction that calls
-     * a helper: which instruction that is and whether the memory accesses
-     * helpers make for it are recorded (SLUICE_HELPER_MEM_* bits | pc).
-     * 0 = record nothing.
+     * a helper whose memory accesses are recorded: which instruction that
+     * is and which of its helpers' accesses are (SLUICE_HELPER_MEM_* bits |
+     * pc); before a later instruction of the same TB that calls a helper,
+     * its pc alone; cleared before each exit of a TB that stored bits, and
+     * as QEMU's C code regains control. 0 or no bits = record nothing.
      */
     uint64_t helper_mem;
     /**
