@@ -578,6 +578,29 @@ static int record_of(const uint64_t *rec, uint64_t pc)
            sluice_rec_payload(*rec) == (pc & SLUICE_PAYLOAD_MASK);
 }
 
+/* Whether @p rec is a load record of the instruction at @p pc. */
+static int load_of(const uint64_t *rec, uint64_t pc)
+{
+    return record_of(rec, pc) && sluice_tag_is_mem(sluice_rec_tag(*rec)) &&
+           !(sluice_rec_tag(*rec) & SLUICE_MEM_WRITE);
+}
+
+/*
+ * The instruction at @p pc runs again: the loads its given-up attempt
+ * recorded after its last store (records with headers, from @p from on)
+ * are dropped, since it makes them again (a read-modify-write whose store
+ * hit its own code page; a rep string instruction's last iteration: the
+ * ones before it stay, they are done).
+ */
+static void drop_attempt_loads(struct ring *r, const uint64_t *from, uint64_t pc)
+{
+    const uint64_t *last;
+
+    while ((last = last_record(r, from)) != NULL && load_of(last, pc)) {
+        r->slot->cursor = (uint64_t *)last;
+    }
+}
+
 /*
  * Whether the block in flight has records of its instruction @p j at
  * @p pc: the last record from @p rec on is one, or, if none, the last whole
@@ -591,22 +614,43 @@ static int block_wrote(const struct ring *r, const uint64_t *rec, int slots_last
     return last ? record_of(last, pc) : slots_last >= j;
 }
 
-/* No block: the instruction at @p pc runs again; if its EXEC record is the last one, drop it. */
+/*
+ * No block: the instruction at @p pc runs again. Its attempt's trailing
+ * loads are dropped, and its EXEC record if nothing else of it is left.
+ */
 static void take_back_exec(struct ring *r, uint64_t pc)
 {
-    const uint64_t *last = last_record(r, since_exit(r));
+    const uint64_t *from = since_exit(r), *last;
 
+    drop_attempt_loads(r, from, pc);
+    last = last_record(r, from);
     if (last && *last == sluice_exec_hdr(pc)) {
         r->slot->cursor = (uint64_t *)last;
     }
 }
 
+/*
+ * How many of the @p n slot records after the BLOCK_SLOTS record at @p at
+ * are whole; *@p words: their words.
+ */
+static unsigned whole_slots(const struct ring *r, const uint64_t *at, const uint16_t *slot,
+                            unsigned n, uint64_t *words)
+{
+    uint64_t have = (uint64_t)(r->slot->cursor - (at + 1));
+    unsigned k = 0;
+
+    for (*words = 0; k < n && *words + sluice_slot_record_words(slot[k]) <= have; k++) {
+        *words += sluice_slot_record_words(slot[k]);
+    }
+    return k;
+}
+
 void ring_tb_exit(struct ring *r, uint64_t pc, int again)
 {
-    uint64_t *at = r->slot->block_at, *w, hdr, id, words = 0, have;
+    uint64_t *at = r->slot->block_at, hdr, id, words;
     const uint64_t *pcs, *rec;
     const uint16_t *slot;
-    unsigned n, k = 0, to;
+    unsigned n, k, to;
     int j, slots_last = -1;
 
     if (!sluice_block_in_flight(r->slot) || (uint8_t *)at < r->data ||
@@ -620,29 +664,34 @@ void ring_tb_exit(struct ring *r, uint64_t pc, int again)
     }
     hdr = *at;
     id = sluice_block_id(hdr);
+    j = blocks_index(id, sluice_block_from(hdr), sluice_block_to(hdr), pc);
     rec = at + 1; /* the first record with a header */
     if (sluice_rec_tag(hdr) == SLUICE_TAG_BLOCK_SLOTS) {
         /* How many slot records are whole: the access after them faulted. */
         slot = blocks_slots(id, &n, &pcs);
-        have = (uint64_t)(r->slot->cursor - (at + 1));
-        for (; k < n && words + sluice_slot_record_words(slot[k]) <= have; k++) {
-            words += sluice_slot_record_words(slot[k]);
+        k = whole_slots(r, at, slot, n, &words);
+        /* Run again: the attempt's loads are not done (no record follows the slots). */
+        while (again && j >= 0 && k > 0 && at + 1 + words == r->slot->cursor &&
+               sluice_slot_insn(slot[k - 1]) == (unsigned)j && !(slot[k - 1] & SLUICE_MEM_WRITE)) {
+            words -= sluice_slot_record_words(slot[--k]);
+            r->slot->cursor = at + 1 + words;
         }
         slots_last = k ? (int)sluice_slot_insn(slot[k - 1]) : -1;
         if (k < n) {
             /* Room: the TB's byte count counts the headers (jitter_abi.h). */
-            w = put_headers(at, words, k);
-            r->slot->cursor = w;
+            r->slot->cursor = put_headers(at, words, k);
             hdr = sluice_block_hdr(id, 0, sluice_block_to(hdr), 0);
         } else {
             rec += words;
         }
     }
-    j = blocks_index(id, sluice_block_from(hdr), sluice_block_to(hdr), pc);
     if (j >= 0) {
         to = (unsigned)j + 1;
-        /* Run again, and nothing of it written: its exec event is taken
+        /* Run again, and nothing of it done: its exec event is taken
          * back (unless it came with the part before a cut). */
+        if (again) {
+            drop_attempt_loads(r, rec, pc);
+        }
         if (again && !block_wrote(r, rec, slots_last, pc, j) &&
             !(sluice_block_cont(hdr) && (unsigned)j == sluice_block_from(hdr))) {
             to = (unsigned)j;

@@ -58,8 +58,10 @@ Cases (one meson test each, on every architecture unless said otherwise):
             before it; aarch64 and mipsel cannot have one), run 1000 times.
   retry     (x86_64, aarch64) instructions QEMU abandons and runs again: an atomic
             add to a misaligned word by 2 threads (EXCP_ATOMIC: QEMU leaves the TB
-            and runs the instruction alone) and, on x86_64, a store into its own
-            code page (QEMU leaves the TB it modified and runs the store alone).
+            and runs the instruction alone) and, on x86_64, a store, an add to memory
+            (its load is recorded before its store gives up) and a rep movsb into
+            their own code page (QEMU leaves the TB it modified and runs the
+            instruction again alone).
             Traced through those functions only, in both encodings: every pc's
             exec count and each access's count equal the calls the guest made,
             and the atomic word ends at the number of adds. The reference plugin
@@ -603,7 +605,8 @@ def case_retry(c):
         print("%s retry: no instruction QEMU retries here (misaligned atomics fault, no "
               "precise self-modifying code)" % c.arch)
         return
-    names = ["retry_atomic"] + (["retry_smc"] if c.arch == "x86_64" else [])
+    names = ["retry_atomic"] + (["retry_smc", "retry_rmw", "retry_rep"]
+                                if c.arch == "x86_64" else [])
     extents = [symbol(c.arch, c.prog, n) for n in names]
     lo, hi = extents[0][0], max(a + n for a, n in extents)
     insns = decode(c.arch, c.prog)
@@ -622,7 +625,8 @@ def case_retry(c):
             c.report("retry %s" % enc, ["sluice %s, stdout %r, stderr %r"
                                         % (describe(rc), out[-200:], err[-400:])], "")
             continue
-        calls = {"retry_atomic": int(m.group(1)), "retry_smc": int(m.group(2))}
+        calls = {"retry_atomic": int(m.group(1)), "retry_smc": int(m.group(2)),
+                 "retry_rmw": int(m.group(2)), "retry_rep": int(m.group(2))}
         if int(m.group(3)) != calls["retry_atomic"]:
             problems.append("the word ended at %s after %d atomic adds"
                             % (m.group(3).decode(), calls["retry_atomic"]))
@@ -631,14 +635,27 @@ def case_retry(c):
         for n in names:
             for pc in pcs[n]:
                 want[("EXEC", pc)] = calls[n]
-        atomic, smc = pcs["retry_atomic"][-2], pcs.get("retry_smc", [None])[0]
+        atomic = pcs["retry_atomic"][-2]
         want[("READ8", atomic)] = want[("WRITE8", atomic)] = calls["retry_atomic"]
-        if smc is not None:
-            want[("WRITE1", smc)] = calls["retry_smc"]
+        rep = None
+        if c.arch == "x86_64":
+            want[("WRITE1", pcs["retry_smc"][0])] = calls["retry_smc"]
+            rmw = pcs["retry_rmw"][0]
+            want[("READ8", rmw)] = want[("WRITE8", rmw)] = calls["retry_rmw"]
+            rep = pcs["retry_rep"][-2]
+            want[("READ1", rep)] = want[("WRITE1", rep)] = 16 * calls["retry_rep"]
+            # QEMU runs a rep instruction in parts (TB by TB), each one exec event, as the
+            # plugin API counts it: between once and twice per call here.
+            n = events[("EXEC", rep)]
+            if not calls["retry_rep"] <= n <= 2 * calls["retry_rep"]:
+                problems.append("EXEC at %#x (rep movsb): traced %d for %d calls"
+                                % (rep, n, calls["retry_rep"]))
         if c.arch == "x86_64":  # ret pops the return address
             for n in names:
                 want[("READ8", pcs[n][-1])] = calls[n]
         for key in sorted(set(want) | set(events)):
+            if key == ("EXEC", rep):
+                continue
             if want[key] != events[key]:
                 problems.append("%s at %#x: traced %d, the guest ran it %d times"
                                 % (key[0], key[1], events[key], want[key]))

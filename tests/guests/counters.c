@@ -37,8 +37,10 @@
  *   retry N           (x86_64, aarch64) instructions QEMU abandons and runs again: two
  *                     threads call retry_atomic N times each (an atomic add to a misaligned
  *                     word: QEMU leaves the TB with EXCP_ATOMIC and runs it alone); then
- *                     (x86_64) main calls retry_smc N times (a store into its own code
- *                     page: QEMU leaves the TB it modified and runs the store alone).
+ *                     (x86_64) main calls retry_smc, retry_rmw and retry_rep N times each
+ *                     (a store, an add to memory and a 16-byte rep movsb into their own
+ *                     code page: QEMU leaves the TB it modified and runs the instruction
+ *                     again alone); retry_rmw's word must end at N.
  *                     Prints the calls made and the word's final value.
  *   helpers N         (x86_64, aarch64) N times: fill buf_in with 0xaa, helper_in(buf_in),
  *                     then helper_out(buf_out), each one instruction whose stores QEMU
@@ -523,7 +525,10 @@ static int mode_pagecross(void)
 /*
  * retry_atomic(p): one atomic add of 1 to the 8-byte word at p, then return.
  * retry_smc(): one store of a byte to its own 4 KiB page (made writable),
- * then return. Each in a section of its own, so the test traces them alone.
+ * then return; retry_rmw(): one add of 1 to a word in that page (a load,
+ * then the store that QEMU gives up); retry_rep(src): 16 bytes from src
+ * into that page with rep movsb. In a section of their own, so the test
+ * traces them alone.
  */
 #if defined(__x86_64__)
 #define HAVE_RETRY 1
@@ -543,7 +548,26 @@ __asm__(".pushsection .text.retry, \"ax\", @progbits\n"
         "movb $0x90, retry_smc_byte(%rip)\n"
         "ret\n"
         ".size retry_smc, . - retry_smc\n"
+        ".globl retry_rmw\n"
+        ".type retry_rmw, @function\n"
+        "retry_rmw:\n"
+        "addq $1, retry_rmw_word(%rip)\n"
+        "ret\n"
+        ".size retry_rmw, . - retry_rmw\n"
+        ".globl retry_rep\n"
+        ".type retry_rep, @function\n"
+        "retry_rep:\n"
+        "mov %rdi, %rsi\n"
+        "lea retry_rep_area(%rip), %rdi\n"
+        "mov $16, %ecx\n"
+        "rep movsb\n"
+        "ret\n"
+        ".size retry_rep, . - retry_rep\n"
         "retry_smc_byte: .byte 0x90\n"
+        ".balign 8\n"
+        ".globl retry_rmw_word\n"
+        "retry_rmw_word: .quad 0\n"
+        "retry_rep_area: .skip 16\n"
         ".balign 4096\n"
         ".popsection\n");
 #elif defined(__aarch64__)
@@ -564,6 +588,9 @@ __asm__(".pushsection .text.retry, \"ax\", @progbits\n"
 #ifdef HAVE_RETRY
 void retry_atomic(volatile uint64_t *p);
 void retry_smc(void);
+void retry_rmw(void);
+void retry_rep(const void *src);
+extern volatile uint64_t retry_rmw_word;
 
 static volatile uint64_t *retry_word;
 
@@ -598,8 +625,15 @@ static int mode_retry(void)
         perror("mprotect");
         return 1;
     }
+    static const char src[16] = "0123456789abcdef";
+
     for (; smc < rounds; smc++) {
         retry_smc();
+        retry_rmw();
+        retry_rep(src);
+    }
+    if (retry_rmw_word != rounds) {
+        return 1;
     }
 #endif
     printf("retry atomic %lu smc %lu word %llu\n", 2 * rounds, smc,
@@ -684,8 +718,8 @@ static int mode_helpers(void)
         helper_out(buf_out);
     }
     /* The bytes that ever changed, one bit each (byte j: bit j % 8 of byte j / 8). */
-    printf("helpers %lu in %p out %p span %zu changed ", rounds, (void *)buf_in,
-           (void *)buf_out, span);
+    printf("helpers %lu in %p out %p span %zu changed ", rounds, (void *)buf_in, (void *)buf_out,
+           span);
     for (size_t j = 0; j < span / 8; j++) {
         printf("%02x", changed[j]);
     }

@@ -75,6 +75,13 @@ static void store(unsigned i)
     slot.cursor += 3;
 }
 
+/* A load of instruction @p i, made by a helper. */
+static void load(unsigned i)
+{
+    store(i);
+    slot.cursor[-3] = sluice_mem_hdr(PC0 + 4 * i, 3, 0);
+}
+
 static uint64_t at(uint64_t pos)
 {
     return ((const uint64_t *)ring->data)[(pos & (RING_SIZE - 1)) / 8];
@@ -355,6 +362,21 @@ Test(ring_blocks, an_instruction_run_again_is_taken_back_from_its_block, .init =
     ring_tb_exit(ring, PC0 + 8, 1); /* it gave up after a record of its own */
     cr_assert_eq(at(pos), sluice_block_hdr(id, 0, 3, 0), "instruction 2 stays");
     tb_start(hdr);
+    store(0);
+    load(2);
+    pos = pos_of(slot.block_at);
+    ring_tb_exit(ring, PC0 + 8, 1); /* its load was recorded, then its store gave up */
+    cr_assert_eq(at(pos), sluice_block_hdr(id, 0, 2, 0), "instruction 2 is taken back");
+    cr_assert_eq(pos_of(slot.cursor), pos + 8 + 24, "and its load");
+    tb_start(hdr);
+    load(2);
+    store(2);
+    load(2);
+    pos = pos_of(slot.block_at);
+    ring_tb_exit(ring, PC0 + 8, 1); /* a rep instruction: an iteration was done */
+    cr_assert_eq(at(pos), sluice_block_hdr(id, 0, 3, 0), "instruction 2 stays");
+    cr_assert_eq(pos_of(slot.cursor), pos + 8 + 48, "with the done iteration's records only");
+    tb_start(hdr);
     pos = pos_of(slot.block_at);
     ring_tb_exit(ring, PC0, 1); /* the first gave up */
     cr_assert_eq(at(pos), sluice_block_hdr(id, 0, 0, 0), "nothing ran");
@@ -375,6 +397,10 @@ Test(ring_blocks, an_instruction_run_again_loses_its_exec_record, .init = setup)
     store(1);
     ring_tb_exit(ring, PC0 + 4, 1);
     cr_assert_eq(slot.cursor, start + 8, "a record of it follows: it stays");
+    *slot.cursor++ = sluice_exec_hdr(PC0 + 8);
+    load(2);
+    ring_tb_exit(ring, PC0 + 8, 1);
+    cr_assert_eq(slot.cursor, start + 8, "only a load of it follows: both are dropped");
     *slot.cursor++ = sluice_exec_hdr(PC0 + 8);
     tb_end(); /* its TB was left: the record is another TB's */
     ring_tb_exit(ring, PC0 + 8, 1);
