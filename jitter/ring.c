@@ -553,8 +553,8 @@ static const uint64_t *last_record(const struct ring *r, const uint64_t *w)
 
         if (sluice_rec_tag(*w) == SLUICE_TAG_BLOCK_SLOTS) {
             const uint64_t *pcs;
-            const uint16_t *slot = blocks_slots(sluice_block_id(*w), (unsigned *)&len, &pcs);
-            unsigned n = (unsigned)len;
+            unsigned n;
+            const uint16_t *slot = blocks_slots(sluice_block_id(*w), &n, &pcs);
 
             for (len = 1; n-- > 0;) {
                 len += sluice_slot_record_words(slot[n]);

@@ -91,8 +91,9 @@ void ring_reserve(struct ring *r, uint64_t need);
  * its record at that instruction, included; left before its last slot,
  * give its slot records their headers first (record.h). @p again: the
  * instruction at @p pc did not run and runs next (jitter_abi.h tb_exit):
- * if nothing of it but its exec event is written, that is taken back (the
- * block ends before it; an EXEC record is dropped). Clears block_at and
+ * the loads it recorded after its last store are dropped, and if nothing
+ * of it is left but its exec event, that is taken back too (the block
+ * ends before it; an EXEC record is dropped). Clears block_at and
  * stores the cursor at slot->written, as the TB's exit would have.
  * vCPU (tb_exit).
  */
