@@ -73,7 +73,9 @@ Cases (one meson test each, on every architecture unless said otherwise):
             traced store lies in the span it may write (dc zva: covers it exactly),
             each call traces as much, and nothing traced touches the untraced copy's
             buffer. Both sluice and the plugin API missed them before (qemu-patch
-            0028, 0029).
+            0028, 0029). aarch64: a traced MOPS copy that faults on a PROT_NONE
+            page ends in the guest's SIGSEGV handler as untraced, and the bytes
+            it saw arrive are exactly the traced stores.
 
   trust.py CASE --sluice build/consumer/sluice --plugin build/tests/e2e/libreftrace.so
            --guests build/tests/e2e --filters build/filters
@@ -724,6 +726,45 @@ def case_helpers(c):
         c.report("helpers %s" % enc, problems, "%d calls, %d bytes stored per call, %d of "
                  "them seen changing by the guest" % (n, len(covered), len(changed)))
         c.done("helpers-%s" % enc)
+        if c.arch == "aarch64":
+            mops_fault(c, enc)
+
+
+def mops_fault(c, enc):
+    """A traced MOPS copy that faults on a PROT_NONE page: the guest's handler runs, as
+    untraced, and the bytes it saw arrive are the traced stores (QEMU died of its own
+    SIGSEGV when one side of the copy took the per-access path and the other did not)."""
+    out = subprocess.run([BINUTILS[c.arch] + "nm", c.prog], stdout=subprocess.PIPE,
+                         check=True, text=True).stdout
+    at = {f[2]: int(f[0], 16) for f in (line.split() for line in out.splitlines())
+          if len(f) == 3}
+    if "mops_copy" not in at or "mops_copy_end" not in at:
+        common.fail("%s: no labels mops_copy, mops_copy_end (nm)" % c.prog)
+    lo, hi = at["mops_copy"], at["mops_copy_end"]
+    filt = ["--filter", os.path.join(c.args.filters, "range.bpf.o"),
+            "--set", "lo=%#x" % lo, "--set", "hi=%#x" % hi]
+    rc0, out0, _ = c.plain(["mopsfault", c.path("mops-plain.ctr")])
+    dump = c.path("mops-%s.dump" % enc)
+    rc, out, err = common.run(common.cmd_sluice(c.args.sluice, "dump", dump, c.prog,
+                                                ["mopsfault", c.path("mops.ctr")], extra=filt),
+                              extra_env={"SLUICE_ENCODING": enc})
+    problems = []
+    m0 = re.search(rb"mops copied (\d+) then SIGSEGV", out0)
+    m = re.search(rb"mops copied (\d+) then SIGSEGV", out)
+    d = re.search(rb"mops dst 0x([0-9a-f]+)", out)
+    if rc != rc0 or rc0 != 3 or not m or not m0 or not d:
+        problems.append("sluice %s, stdout %r; untraced %s, stdout %r; stderr %r"
+                        % (describe(rc), out[-200:], describe(rc0), out0[-200:], err[-300:]))
+    else:
+        dst, k = int(d.group(1), 16), int(m.group(1))
+        with open(dump, "rb") as f:
+            stores = re.findall(rb" WRITE(\d+) 0x[0-9a-f]+ addr=0x([0-9a-f]+)", f.read())
+        got = sorted(int(a, 16) - dst for sz, a in stores for _ in [0] if int(sz) == 1)
+        if got != list(range(k)) or len(stores) != k:
+            problems.append("the guest saw %d bytes arrive; traced stores at offsets %s"
+                            % (k, got[:8] + (["..."] if len(got) > 8 else [])))
+    c.report("helpers mops fault %s" % enc, problems, "%s, %s" % (describe(rc), out.strip()[-60:]))
+    c.done("mops-%s" % enc)
 
 
 def fsize(n):

@@ -47,6 +47,9 @@
  *                     makes in a helper (fxsave; dc zva). Prints N, both buffers'
  *                     addresses, the span the instruction may write and a bitmap of the
  *                     bytes of buf_in it ever changed.
+ *   mopsfault         (aarch64) a MOPS copy (cpyf*) of 300 bytes to 96 bytes before a
+ *                     PROT_NONE page; the SIGSEGV handler prints how many bytes arrived
+ *                     and exits 3
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -728,6 +731,58 @@ static int mode_helpers(void)
 }
 #endif
 
+#if defined(__aarch64__)
+#define HAVE_MOPSFAULT 1
+static volatile unsigned char *mops_dst;
+
+/* SIGSEGV from the copy: how many bytes reached the destination, then exit 3. */
+static void mops_segv(int sig)
+{
+    char msg[64];
+    int k = 0, len;
+
+    (void)sig;
+    while (k < 96 && mops_dst[k] == 0x11) {
+        k++;
+    }
+    len = snprintf(msg, sizeof(msg), "mops copied %d then SIGSEGV\n", k);
+    write(1, msg, (size_t)len);
+    _exit(3);
+}
+
+/*
+ * A MOPS copy (cpyfp/cpyfm/cpyfe) of 300 bytes to 96 bytes before a
+ * PROT_NONE page: it faults there, and the guest's handler must run.
+ */
+static int mode_mopsfault(void)
+{
+    unsigned char *p = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *dst = p + 4000, *src = p;
+    long n = 300;
+
+    if (p == MAP_FAILED || mprotect(p + 4096, 4096, PROT_NONE) != 0) {
+        return 1;
+    }
+    memset(src, 0x11, 300);
+    memset(dst, 0x22, 96);
+    mops_dst = dst;
+    signal(SIGSEGV, mops_segv);
+    printf("mops dst %p\n", (void *)dst);
+    fflush(stdout);
+    __asm__ volatile(".arch armv8.8-a\n"
+                     ".globl mops_copy\n"
+                     "mops_copy:\n"
+                     "cpyfp [%0]!, [%1]!, %2!\n"
+                     "cpyfm [%0]!, [%1]!, %2!\n"
+                     "cpyfe [%0]!, [%1]!, %2!\n"
+                     ".globl mops_copy_end\n"
+                     "mops_copy_end:\n"
+                     : "+r"(dst), "+r"(src), "+r"(n)::"memory");
+    printf("no fault\n");
+    return 0;
+}
+#endif
+
 static char stdout_buf[1 << 16];
 
 int main(int argc, char **argv)
@@ -784,6 +839,11 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "helpers") == 0) {
         map_counters(argv[2], 0);
         return mode_helpers();
+#endif
+#ifdef HAVE_MOPSFAULT
+    } else if (strcmp(mode, "mopsfault") == 0) {
+        map_counters(argv[2], 0);
+        return mode_mopsfault();
 #endif
 #ifdef HAVE_RETRY
     } else if (strcmp(mode, "retry") == 0) {
