@@ -759,7 +759,7 @@ def mops_fault(c, enc):
         dst, k = int(d.group(1), 16), int(m.group(1))
         with open(dump, "rb") as f:
             stores = re.findall(rb" WRITE(\d+) 0x[0-9a-f]+ addr=0x([0-9a-f]+)", f.read())
-        got = sorted(int(a, 16) - dst for sz, a in stores for _ in [0] if int(sz) == 1)
+        got = sorted(int(a, 16) - dst for sz, a in stores if int(sz) == 1)
         if got != list(range(k)) or len(stores) != k:
             problems.append("the guest saw %d bytes arrive; traced stores at offsets %s"
                             % (k, got[:8] + (["..."] if len(got) > 8 else [])))
