@@ -245,15 +245,17 @@ static uint64_t written(const struct ring *r)
 
 /*
  * Bytes at the end of what is written that belong to the block in flight
- * (from its BLOCK record to the cursor): not published, since the record
- * may still be rewritten (tb_exit, or a cut at a chunk boundary).
+ * (from its BLOCK record to the cursor), or inside ring_reserve() to the
+ * running instruction (r->insn_at): not published, since the records may
+ * still be rewritten or taken back (tb_exit, or a cut at a chunk boundary).
  */
 static uint64_t held(const struct ring *r)
 {
-    const uint8_t *b = (const uint8_t *)r->slot->block_at;
+    const uint8_t *b = sluice_block_in_flight(r->slot) ? (const uint8_t *)r->slot->block_at
+                                                       : (const uint8_t *)r->insn_at;
     const uint8_t *start = r->data + (r->head & (r->size - 1));
 
-    if (!sluice_block_in_flight(r->slot) || b < start || b >= (const uint8_t *)r->slot->cursor) {
+    if (!b || b < start || b >= (const uint8_t *)r->slot->cursor) {
         return 0;
     }
     return (uint64_t)((const uint8_t *)r->slot->cursor - b);
@@ -308,13 +310,18 @@ void ring_publish(struct ring *r)
     r->slot->limit = (uint64_t *)((uint8_t *)r->slot->limit - (was - (uint8_t *)r->slot->cursor));
     /* A block that is over may lie in the second mapping, past the new
      * written_addr: it would look in flight (sluice_block_in_flight). */
-    r->slot->block_at = keep ? (uint64_t *)((uint8_t *)r->slot->cursor - keep) : NULL;
+    if (r->insn_at) {
+        r->insn_at = keep ? (uint64_t *)((uint8_t *)r->slot->cursor - keep) : NULL;
+    } else {
+        r->slot->block_at = keep ? (uint64_t *)((uint8_t *)r->slot->cursor - keep) : NULL;
+    }
 }
 
 void ring_publish_all(struct ring *r)
 {
-    /* Outside translated code: the last block is over. */
+    /* Outside translated code: the last block and instruction are over. */
     r->slot->block_at = NULL;
+    r->insn_at = NULL;
     ring_publish(r);
 }
 
@@ -704,6 +711,54 @@ void ring_tb_exit(struct ring *r, uint64_t pc, int again)
     tb_left(r);
 }
 
+/*
+ * With no block in flight (records per instruction): the last EXEC record
+ * since the TB was entered, that of the instruction running (it may yet be
+ * given up and taken back, ring_tb_exit), if its records are small enough
+ * to move past a chunk boundary; else NULL.
+ */
+static uint64_t *running_insn(const struct ring *r)
+{
+    const uint64_t *w = since_exit(r), *exec = NULL;
+
+    while (w < r->slot->cursor) {
+        uint64_t len = sluice_rec_words(*w);
+
+        if (len == 0 || sluice_tag_is_block(sluice_rec_tag(*w))) {
+            return NULL; /* not records of one instruction */
+        }
+        if (sluice_rec_tag(*w) == SLUICE_TAG_EXEC) {
+            exec = w;
+        }
+        w += len;
+    }
+    if (!exec || w != r->slot->cursor ||
+        (uint64_t)((const uint8_t *)w - (const uint8_t *)exec) > SLUICE_CHUNK_BYTES / 4) {
+        return NULL;
+    }
+    return (uint64_t *)exec;
+}
+
+/*
+ * The running instruction's records (from r->insn_at to the cursor, which
+ * is @p room bytes before a chunk boundary) go after a PAD up to the
+ * boundary, unpublished, so they can still be taken back.
+ */
+static void move_insn(struct ring *r, uint64_t room, uint64_t need)
+{
+    uint64_t *from = r->insn_at, keep = (uint64_t)(r->slot->cursor - from), w0 = from[0];
+
+    r->slot->cursor = from;
+    r->insn_at = NULL;
+    /* The PAD's header overwrites the first word; its body keeps the rest until copied. */
+    pad_to_boundary(r, room + keep * 8, need + keep * 8);
+    enter_chunk(r);
+    r->slot->cursor[0] = w0;
+    memcpy(r->slot->cursor + 1, from + 1, (keep - 1) * 8);
+    r->insn_at = r->slot->cursor;
+    r->slot->cursor += keep;
+}
+
 void ring_reserve(struct ring *r, uint64_t need)
 {
     uint64_t avail, room, keep;
@@ -711,6 +766,7 @@ void ring_reserve(struct ring *r, uint64_t need)
     while (__atomic_load_n(&r->final, __ATOMIC_ACQUIRE)) {
         pause(); /* the process is exiting: wait here to be ended with it */
     }
+    r->insn_at = sluice_block_in_flight(r->slot) ? NULL : running_insn(r);
     ring_publish(r);
     /* Grants end a word short: the cursor stays less than a ring ahead of
      * head, so written_addr names one position (record.h). */
@@ -719,8 +775,10 @@ void ring_reserve(struct ring *r, uint64_t need)
     /* Bytes from the cursor to the next chunk boundary, > 0. */
     room = SLUICE_CHUNK_BYTES - ((r->head + keep) & (SLUICE_CHUNK_BYTES - 1));
     if (need > room) {
-        if (keep) {
+        if (keep && !r->insn_at) {
             cut_block(r, room, need + 8); /* and the new record's word */
+        } else if (keep) {
+            move_insn(r, room, need);
         } else {
             pad_to_boundary(r, room, need);
         }
@@ -735,6 +793,7 @@ void ring_reserve(struct ring *r, uint64_t need)
         avail = room;
     }
     r->slot->limit = (uint64_t *)((uint8_t *)r->slot->cursor + avail - 8);
+    r->insn_at = NULL;
 }
 
 void ring_close(struct ring *r)

@@ -27,6 +27,10 @@ struct ring {
     struct ring *next;               /* the process's list of rings (jitter.c) */
     int final;                       /* closed by ring_close_final: its thread writes no more */
     uint64_t entered;                /* end of the chunks lossy_take() has cleared for writing */
+    /* Inside ring_reserve() with no block in flight: the running
+     * instruction's EXEC record, held back like a block (it may still be
+     * taken back, ring_tb_exit); NULL otherwise. */
+    uint64_t *insn_at;
     /* Which consumer slots are open, and lossless (bit i: slot i), here in
      * our own memory: the header's copies are for consumers to read. */
     uint32_t open_slots, lossless_slots;

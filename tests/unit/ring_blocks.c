@@ -406,3 +406,31 @@ Test(ring_blocks, an_instruction_run_again_loses_its_exec_record, .init = setup)
     ring_tb_exit(ring, PC0 + 8, 1);
     cr_assert_eq(slot.cursor, start + 9, "written before `written`: it stays");
 }
+
+/*
+ * Records per instruction: a reserve inside an instruction (a label's
+ * check, a helper's record) at a chunk boundary must not publish that
+ * instruction's EXEC record, which a give-up may still take back; it goes
+ * past the boundary with the instruction's records.
+ */
+Test(ring_blocks, a_running_instruction_is_held_across_a_chunk_boundary, .init = setup)
+{
+    uint64_t pos;
+
+    while (pos_of(slot.cursor) < SLUICE_CHUNK_BYTES - 40) {
+        *slot.cursor++ = sluice_exec_hdr(PC0);
+    }
+    tb_end(); /* those TBs are over */
+    *slot.cursor++ = sluice_exec_hdr(PC0 + 4);
+    pos = pos_of(slot.cursor) - 8;
+    store(1);
+    ring_reserve(ring, 64); /* a label inside instruction 1: past the boundary */
+    cr_assert_eq(ring->hdr->head, SLUICE_CHUNK_BYTES, "published up to the boundary");
+    cr_assert_eq(sluice_rec_tag(at(pos)), SLUICE_TAG_PAD, "a PAD where the instruction was");
+    cr_assert_eq(at(SLUICE_CHUNK_BYTES), sluice_exec_hdr(PC0 + 4), "its EXEC after the boundary");
+    cr_assert_eq(at(SLUICE_CHUNK_BYTES + 8), sluice_mem_hdr(PC0 + 4, 3, 1), "then its store");
+    cr_assert_eq(pos_of(slot.cursor), SLUICE_CHUNK_BYTES + 32);
+    slot.cursor -= 3; /* say the store had not happened: QEMU gives it up */
+    ring_tb_exit(ring, PC0 + 4, 1);
+    cr_assert_eq(pos_of(slot.cursor), SLUICE_CHUNK_BYTES, "its EXEC is taken back");
+}
