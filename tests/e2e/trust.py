@@ -76,6 +76,12 @@ Cases (one meson test each, on every architecture unless said otherwise):
             0028, 0029). aarch64: a traced MOPS copy that faults on a PROT_NONE
             page ends in the guest's SIGSEGV handler as untraced, and the bytes
             it saw arrive are exactly the traced stores.
+  cas       (x86_64, aarch64) two threads add 1 to a word 20 000 times each with a
+            compare-and-swap loop, both encodings: each try is traced as a load and
+            a store of what memory holds after it (the load plus 1 if it took, the
+            load if it failed); the tries that took and failed equal the guest's
+            counts (a failed try in parallel mode was traced storing a value memory
+            never held: qemu-patch 0031).
 
   trust.py CASE --sluice build/consumer/sluice --plugin build/tests/e2e/libreftrace.so
            --guests build/tests/e2e --filters build/filters
@@ -770,6 +776,56 @@ def mops_fault(c, enc):
     c.done("mops-%s" % enc)
 
 
+def case_cas(c):
+    if c.arch not in ("x86_64", "aarch64"):
+        print("%s cas: no compare-and-swap instruction in the guest here" % c.arch)
+        return
+    lo, size = symbol(c.arch, c.prog, "cas_inc")
+    cas = [pc for pc, (_, asm) in decode(c.arch, c.prog).items()
+           if lo <= pc < lo + size and re.match(r"(lock cmpxchg|cas\s)", asm)]
+    if len(cas) != 1:
+        common.fail("%s: cas_inc has %d compare-and-swap instructions, not 1" % (c.prog, len(cas)))
+    filt = ["--filter", os.path.join(c.args.filters, "range.bpf.o"),
+            "--set", "lo=%#x" % lo, "--set", "hi=%#x" % (lo + size)]
+    for enc in ("block", "insn"):
+        dump = c.path("cas-%s.dump" % enc)
+        rc, out, err = common.run(common.cmd_sluice(c.args.sluice, "dump", dump, c.prog,
+                                                    ["cas", c.path("cas.ctr"), "20000"],
+                                                    extra=filt),
+                                  extra_env={"SLUICE_ENCODING": enc})
+        m = re.match(rb"cas took (\d+) failed (\d+) word (\d+)", out)
+        if rc != 0 or not m:
+            c.report("cas %s" % enc, ["sluice %s, stdout %r, stderr %r"
+                                      % (describe(rc), out[-200:], err[-400:])], "")
+            continue
+        took, failed = int(m.group(1)), int(m.group(2))
+        # Each try: a READ (what it found), then a WRITE (what memory holds after it).
+        pat = re.compile(rb"^(\d+) (READ|WRITE)8 0x%x addr=0x[0-9a-f]+ val=0x([0-9a-f]+)"
+                         % cas[0], re.M)
+        last, ok, kept, bad = {}, 0, 0, []
+        with open(dump, "rb") as f:
+            for tid, kind, val in pat.findall(f.read()):
+                val = int(val, 16)
+                if kind == b"READ":
+                    last[tid] = val
+                    continue
+                r = last.pop(tid, None)
+                if r is not None and val == r + 1:
+                    ok += 1
+                elif r is not None and val == r:
+                    kept += 1
+                else:
+                    bad.append((r, val))
+        problems = []
+        if ok != took or kept != failed or bad:
+            problems.append("traced %d tries that took and %d that failed (the guest: %d and %d);"
+                            " %d stores of a value memory never held after the load, e.g. "
+                            "(read, stored) %s" % (ok, kept, took, failed, len(bad), bad[:3]))
+        c.report("cas %s" % enc, problems, "%d tries took, %d failed, all traced as memory "
+                 "kept them" % (ok, kept))
+        c.done("cas-%s" % enc)
+
+
 def fsize(n):
     """A preexec_fn: `ulimit -f` of n bytes (the jitter's ring arena is a file)."""
     return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
@@ -847,7 +903,7 @@ def fsize_silent(c):
 CASES = {"exec": case_exec, "exit": case_exit, "kill": case_kill, "closefds": case_closefds,
          "threads": case_threads, "churn": case_churn, "environ": case_environ,
          "bytes": case_bytes, "fsize": case_fsize, "retry": case_retry,
-         "helpers": case_helpers}
+         "helpers": case_helpers, "cas": case_cas}
 
 
 def main():

@@ -47,6 +47,9 @@
  *                     makes in a helper (fxsave; dc zva). Prints N, both buffers'
  *                     addresses, the span the instruction may write and a bitmap of the
  *                     bytes of buf_in it ever changed.
+ *   cas N             (x86_64, aarch64) two threads add 1 to one word N times each with a
+ *                     compare-and-swap loop (cas_inc); prints the adds, the failed tries
+ *                     both threads counted and the word's final value
  *   mopsfault         (aarch64) a MOPS copy (cpyf*) of 300 bytes to 96 bytes before a
  *                     PROT_NONE page; the SIGSEGV handler prints how many bytes arrived
  *                     and exits 3
@@ -783,6 +786,85 @@ static int mode_mopsfault(void)
 }
 #endif
 
+/*
+ * cas_inc(p): one compare-and-swap of *p from the value it loaded (a short
+ * spin after the load) to that plus 1; returns 1 if it took (x86_64 lock
+ * cmpxchg, aarch64 cas).
+ */
+#if defined(__x86_64__)
+#define HAVE_CAS 1
+__asm__(".pushsection .text.cas, \"ax\", @progbits\n"
+        ".balign 64\n"
+        ".globl cas_inc\n"
+        ".type cas_inc, @function\n"
+        "cas_inc:\n"
+        "mov (%rdi), %rax\n"
+        "lea 1(%rax), %rdx\n"
+        "mov $64, %ecx\n" /* a wider window for the other thread to get in */
+        "1: dec %ecx\n"
+        "jnz 1b\n"
+        "lock cmpxchg %rdx, (%rdi)\n"
+        "sete %al\n"
+        "movzbl %al, %eax\n"
+        "ret\n"
+        ".size cas_inc, . - cas_inc\n"
+        ".popsection\n");
+#elif defined(__aarch64__)
+#define HAVE_CAS 1
+__asm__(".pushsection .text.cas, \"ax\", @progbits\n"
+        ".arch_extension lse\n"
+        ".balign 64\n"
+        ".globl cas_inc\n"
+        ".type cas_inc, @function\n"
+        "cas_inc:\n"
+        "ldr x1, [x0]\n"
+        "add x2, x1, #1\n"
+        "mov x3, x1\n"
+        "mov w4, #64\n" /* a wider window for the other thread to get in */
+        "1: subs w4, w4, #1\n"
+        "b.ne 1b\n"
+        "cas x3, x2, [x0]\n"
+        "cmp x3, x1\n"
+        "cset w0, eq\n"
+        "ret\n"
+        ".size cas_inc, . - cas_inc\n"
+        ".popsection\n");
+#endif
+
+#ifdef HAVE_CAS
+int cas_inc(volatile uint64_t *p);
+
+static _Alignas(64) volatile uint64_t cas_word;
+static unsigned long cas_failed[2];
+
+static void *cas_thread(void *arg)
+{
+    unsigned long *failed = arg;
+
+    for (unsigned long i = 0; i < rounds; i++) {
+        while (!cas_inc(&cas_word)) {
+            ++*failed;
+        }
+    }
+    return NULL;
+}
+
+/* Two threads add 1 to one word N times each by compare-and-swap. */
+static int mode_cas(void)
+{
+    pthread_t t;
+
+    if (pthread_create(&t, NULL, cas_thread, &cas_failed[1]) != 0) {
+        return 1;
+    }
+    cas_thread(&cas_failed[0]);
+    pthread_join(t, NULL);
+    printf("cas took %lu failed %lu word %llu\n", 2 * rounds, cas_failed[0] + cas_failed[1],
+           (unsigned long long)cas_word);
+    return cas_word == 2 * rounds ? 0 : 1;
+}
+#endif
+
 static char stdout_buf[1 << 16];
 
 int main(int argc, char **argv)
@@ -839,6 +921,11 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "helpers") == 0) {
         map_counters(argv[2], 0);
         return mode_helpers();
+#endif
+#ifdef HAVE_CAS
+    } else if (strcmp(mode, "cas") == 0) {
+        map_counters(argv[2], 0);
+        return mode_cas();
 #endif
 #ifdef HAVE_MOPSFAULT
     } else if (strcmp(mode, "mopsfault") == 0) {
