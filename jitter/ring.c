@@ -715,7 +715,9 @@ void ring_tb_exit(struct ring *r, uint64_t pc, int again)
  * With no block in flight (records per instruction): the last EXEC record
  * since the TB was entered, that of the instruction running (it may yet be
  * given up and taken back, ring_tb_exit), if its records are small enough
- * to move past a chunk boundary; else NULL.
+ * to move past a chunk boundary; else NULL. At most an eighth of a chunk:
+ * move_insn() then waits for less than the room to the boundary, twice the
+ * held bytes and a reserve, which stays below the smallest ring (a chunk).
  */
 static uint64_t *running_insn(const struct ring *r)
 {
@@ -733,7 +735,7 @@ static uint64_t *running_insn(const struct ring *r)
         w += len;
     }
     if (!exec || w != r->slot->cursor ||
-        (uint64_t)((const uint8_t *)w - (const uint8_t *)exec) > SLUICE_CHUNK_BYTES / 4) {
+        (uint64_t)((const uint8_t *)w - (const uint8_t *)exec) > SLUICE_CHUNK_BYTES / 8) {
         return NULL;
     }
     return (uint64_t *)exec;
