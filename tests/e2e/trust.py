@@ -132,6 +132,12 @@ def symbol(arch, prog, name):
     common.fail("%s: no symbol %s (nm -S)" % (prog, name))
 
 
+def range_filter(filters, lo, hi):
+    """sluice's arguments for the shipped range filter over [lo, hi)."""
+    return ["--filter", os.path.join(filters, "range.bpf.o"),
+            "--set", "lo=%#x" % lo, "--set", "hi=%#x" % hi]
+
+
 def nofile(n):
     """A preexec_fn: `ulimit -n n`."""
     return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
@@ -222,8 +228,7 @@ class Case:
         if len(stores) != 1:
             common.fail("%s: bump() has %d store instructions, not 1: %s"
                         % (self.prog, len(stores), body))
-        self.filter = ["--filter", os.path.join(args.filters, "range.bpf.o"),
-                       "--set", "lo=%#x" % lo, "--set", "hi=%#x" % (lo + size)]
+        self.filter = range_filter(args.filters, lo, lo + size)
         self.failed = []
 
     def path(self, name):
@@ -235,6 +240,22 @@ class Case:
 
     def plain(self, margs, **kw):
         return common.run(common.cmd_plain(self.arch, self.prog, margs), **kw)
+
+    def dump_run(self, what, enc, margs, filt, pattern):
+        """Runs MODE FILE ARGS (margs, FILE made here) under `sluice run --tool dump` with
+        filt, in encoding enc; returns (pattern's match on the guest's stdout, the dump),
+        or None after reporting the run failed (a non-zero exit, or no match)."""
+        dump = self.path("%s-%s.dump" % (what, enc))
+        rc, out, err = common.run(common.cmd_sluice(
+            self.args.sluice, "dump", dump, self.prog,
+            [margs[0], self.path(what + ".ctr")] + margs[1:], extra=filt),
+            extra_env={"SLUICE_ENCODING": enc})
+        m = re.match(pattern, out)
+        if rc != 0 or not m:
+            self.report("%s %s" % (what, enc), ["sluice %s, stdout %r, stderr %r"
+                                                % (describe(rc), out[-200:], err[-400:])], "")
+            return None
+        return m, dump
 
     def report(self, what, problems, figures):
         where = "%s %s" % (self.arch, what)
@@ -619,23 +640,17 @@ def case_retry(c):
     lo, hi = extents[0][0], max(a + n for a, n in extents)
     insns = decode(c.arch, c.prog)
     pcs = {n: [pc for pc in insns if a <= pc < a + size] for n, (a, size) in zip(names, extents)}
-    filt = ["--filter", os.path.join(c.args.filters, "range.bpf.o"),
-            "--set", "lo=%#x" % lo, "--set", "hi=%#x" % hi]
+    filt = range_filter(c.args.filters, lo, hi)
     # aarch64: enough calls that chunk boundaries fall inside retried instructions
     # (one record per instruction counted some twice there: 146 in 400 000).
     calls_each = "50000" if c.arch == "aarch64" else "1000"
     for enc in ("block", "insn"):
         problems = []
-        dump = c.path("retry-%s.dump" % enc)
-        rc, out, err = common.run(common.cmd_sluice(c.args.sluice, "dump", dump, c.prog,
-                                                    ["retry", c.path("retry.ctr"), calls_each],
-                                                    extra=filt),
-                                  extra_env={"SLUICE_ENCODING": enc})
-        m = re.match(rb"retry atomic (\d+) smc (\d+) word (\d+)", out)
-        if rc != 0 or not m:
-            c.report("retry %s" % enc, ["sluice %s, stdout %r, stderr %r"
-                                        % (describe(rc), out[-200:], err[-400:])], "")
+        ran = c.dump_run("retry", enc, ["retry", calls_each], filt,
+                         rb"retry atomic (\d+) smc (\d+) word (\d+)")
+        if not ran:
             continue
+        m, dump = ran
         calls = {"retry_atomic": int(m.group(1)), "retry_smc": int(m.group(2)),
                  "retry_rmw": int(m.group(2)), "retry_rep": int(m.group(2))}
         if int(m.group(3)) != calls["retry_atomic"]:
@@ -684,22 +699,16 @@ def case_helpers(c):
         return
     lo, size = symbol(c.arch, c.prog, "helper_in")
     pcs = [pc for pc in decode(c.arch, c.prog) if lo <= pc < lo + size]
-    filt = ["--filter", os.path.join(c.args.filters, "range.bpf.o"),
-            "--set", "lo=%#x" % lo, "--set", "hi=%#x" % (lo + size)]
+    filt = range_filter(c.args.filters, lo, lo + size)
     n = 200
     for enc in ("block", "insn"):
         problems = []
-        dump = c.path("helpers-%s.dump" % enc)
-        rc, out, err = common.run(common.cmd_sluice(c.args.sluice, "dump", dump, c.prog,
-                                                    ["helpers", c.path("helpers.ctr"), str(n)],
-                                                    extra=filt),
-                                  extra_env={"SLUICE_ENCODING": enc})
-        m = re.match(rb"helpers (\d+) in 0x([0-9a-f]+) out 0x([0-9a-f]+) span (\d+) "
-                     rb"changed ([0-9a-f]+)", out)
-        if rc != 0 or not m:
-            c.report("helpers %s" % enc, ["sluice %s, stdout %r, stderr %r"
-                                          % (describe(rc), out[-200:], err[-400:])], "")
+        ran = c.dump_run("helpers", enc, ["helpers", str(n)], filt,
+                         rb"helpers (\d+) in 0x([0-9a-f]+) out 0x([0-9a-f]+) span (\d+) "
+                         rb"changed ([0-9a-f]+)")
+        if not ran:
             continue
+        m, dump = ran
         buf_in, buf_out, span = int(m.group(2), 16), int(m.group(3), 16), int(m.group(4))
         bits = bytes.fromhex(m.group(5).decode())
         changed = {j for j in range(span) if bits[j // 8] >> (j % 8) & 1}
@@ -750,8 +759,7 @@ def mops_fault(c, enc):
     if "mops_copy" not in at or "mops_copy_end" not in at:
         common.fail("%s: no labels mops_copy, mops_copy_end (nm)" % c.prog)
     lo, hi = at["mops_copy"], at["mops_copy_end"]
-    filt = ["--filter", os.path.join(c.args.filters, "range.bpf.o"),
-            "--set", "lo=%#x" % lo, "--set", "hi=%#x" % hi]
+    filt = range_filter(c.args.filters, lo, hi)
     rc0, out0, _ = c.plain(["mopsfault", c.path("mops-plain.ctr")])
     dump = c.path("mops-%s.dump" % enc)
     rc, out, err = common.run(common.cmd_sluice(c.args.sluice, "dump", dump, c.prog,
@@ -785,19 +793,13 @@ def case_cas(c):
            if lo <= pc < lo + size and re.match(r"(lock cmpxchg|cas\s)", asm)]
     if len(cas) != 1:
         common.fail("%s: cas_inc has %d compare-and-swap instructions, not 1" % (c.prog, len(cas)))
-    filt = ["--filter", os.path.join(c.args.filters, "range.bpf.o"),
-            "--set", "lo=%#x" % lo, "--set", "hi=%#x" % (lo + size)]
+    filt = range_filter(c.args.filters, lo, lo + size)
     for enc in ("block", "insn"):
-        dump = c.path("cas-%s.dump" % enc)
-        rc, out, err = common.run(common.cmd_sluice(c.args.sluice, "dump", dump, c.prog,
-                                                    ["cas", c.path("cas.ctr"), "20000"],
-                                                    extra=filt),
-                                  extra_env={"SLUICE_ENCODING": enc})
-        m = re.match(rb"cas took (\d+) failed (\d+) word (\d+)", out)
-        if rc != 0 or not m:
-            c.report("cas %s" % enc, ["sluice %s, stdout %r, stderr %r"
-                                      % (describe(rc), out[-200:], err[-400:])], "")
+        ran = c.dump_run("cas", enc, ["cas", "20000"], filt,
+                         rb"cas took (\d+) failed (\d+) word (\d+)")
+        if not ran:
             continue
+        m, dump = ran
         took, failed = int(m.group(1)), int(m.group(2))
         # Each try: a READ (what it found), then a WRITE (what memory holds after it).
         pat = re.compile(rb"^(\d+) (READ|WRITE)8 0x%x addr=0x[0-9a-f]+ val=0x([0-9a-f]+)"
