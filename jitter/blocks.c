@@ -7,12 +7,14 @@
  * Lift time only, but for blocks_index(), which reads descriptors a vCPU's
  * own TB named (so complete, and never rewritten). The table is shared with
  * consumers; the hash of descriptors is the jitter's own memory. Never
- * blocks a vCPU on anything but the lift-time lock.
+ * blocks a vCPU on anything but the lift-time lock. The same mapping holds
+ * the module log (maplog.c writes it; this file only places it).
  */
 #include "blocks.h"
 
 #include "arena.h"
 #include "fds.h"
+#include "maplog.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -57,7 +59,9 @@ static int table_new(void)
     }
     B.hdr = p;
     B.data = (uint64_t *)((uint8_t *)p + SLUICE_BLOCKS_HDR_BYTES);
-    B.capacity = (BLOCKS_BYTES - SLUICE_BLOCKS_HDR_BYTES) / 8;
+    B.capacity = (BLOCKS_BYTES - SLUICE_BLOCKS_HDR_BYTES - BLOCKS_MAPS_BYTES) / 8;
+    B.hdr->maps_offset = BLOCKS_BYTES - BLOCKS_MAPS_BYTES;
+    B.hdr->maps_capacity = BLOCKS_MAPS_BYTES;
     B.hdr->magic = SLUICE_BLOCKS_MAGIC;
     B.hdr->version = SLUICE_FORMAT_VERSION;
     B.hdr->hdr_bytes = SLUICE_BLOCKS_HDR_BYTES;
@@ -67,7 +71,7 @@ static int table_new(void)
 
 int blocks_open(int enabled)
 {
-    int err = enabled ? table_new() : 0;
+    int err = table_new(); /* also without blocks: it holds the module log */
 
     B.enabled = enabled && err == 0;
     return err;
@@ -80,7 +84,7 @@ int blocks_after_fork_child(void)
     int err;
 
     pthread_mutex_init(&B.lock, NULL);
-    if (!B.enabled) {
+    if (!parent) {
         return 0;
     }
     /* The parent may append meanwhile, past B.used: what we copy it never changes. */
@@ -90,8 +94,14 @@ int blocks_after_fork_child(void)
     }
     memcpy(B.data, parent_data, B.used * 8);
     __atomic_store_n(&B.hdr->used_words, B.used, __ATOMIC_RELEASE);
+    maplog_after_fork_child(parent);
     munmap(parent, BLOCKS_BYTES);
     return 0;
+}
+
+struct sluice_blocks_hdr *blocks_hdr(void)
+{
+    return B.hdr;
 }
 
 void blocks_where(uint64_t *offset, uint64_t *bytes)
@@ -112,14 +122,19 @@ static uint64_t hash_words(const uint64_t *w, uint64_t n)
     return h;
 }
 
-/* The id of a descriptor equal to @p w, or -1. */
+/*
+ * The id of a descriptor equal to @p w in its first @p n words (all but
+ * the module log position), or -1. One lifted before the guest last
+ * changed a mapping does not count: its position could name a map in
+ * which its pcs held other code (a library unmapped, another mapped there).
+ */
 static int64_t find(const uint64_t *w, uint64_t n, uint64_t h)
 {
-    uint64_t i, id;
+    uint64_t i, id, since = maplog_changed_at();
 
     for (i = h & (B.hash_size - 1); B.hash && B.hash[i]; i = (i + 1) & (B.hash_size - 1)) {
         id = B.hash[i] - 1;
-        if (B.data[id] == w[0] && memcmp(&B.data[id], w, n * 8) == 0) {
+        if (B.data[id] == w[0] && memcmp(&B.data[id], w, n * 8) == 0 && B.data[id + n] >= since) {
             return (int64_t)id;
         }
     }
@@ -152,7 +167,7 @@ static int hash_grow(void)
     for (i = 0; i < B.hash_size; i++) {
         if (B.hash[i]) {
             id = B.hash[i] - 1;
-            insert(t, size, id, hash_words(&B.data[id], sluice_block_desc_words(B.data[id])));
+            insert(t, size, id, hash_words(&B.data[id], sluice_block_desc_words(B.data[id]) - 1));
         }
     }
     free(B.hash);
@@ -203,6 +218,7 @@ static unsigned describe(const struct sluice_lift_block *b, unsigned slots, uint
         slot[i] = b->slot[i]; /* little-endian hosts only, like the rest of the table */
     }
     w[0] = b->n | (uint64_t)recorded << 16 | (uint64_t)slots << 32;
+    w[sluice_block_desc_words(w[0]) - 1] = maplog_position();
     return recorded;
 }
 
@@ -211,12 +227,12 @@ static unsigned describe(const struct sluice_lift_block *b, unsigned slots, uint
 
 uint64_t blocks_lift(const struct sluice_lift_block *b)
 {
-    uint64_t w[sluice_block_words(SLUICE_BLOCK_MAX_INSNS) + SLUICE_BLOCK_MAX_SLOTS / 4];
+    uint64_t w[sluice_block_words(SLUICE_BLOCK_MAX_INSNS) + SLUICE_BLOCK_MAX_SLOTS / 4 + 1];
     uint64_t words, h, hdr = END_OF_BLOCK;
     unsigned slots;
     int64_t id;
 
-    if (!B.hdr) {
+    if (!B.enabled) {
         return 0; /* no block anywhere, so none to end */
     }
     if (b->n == 0 || b->n > SLUICE_BLOCK_MAX_INSNS) {
@@ -227,9 +243,9 @@ uint64_t blocks_lift(const struct sluice_lift_block *b)
         return b->records ? END_OF_BLOCK : 0;
     }
     words = sluice_block_desc_words(w[0]);
-    h = hash_words(w, words);
+    h = hash_words(w, words - 1);
     pthread_mutex_lock(&B.lock);
-    id = find(w, words, h);
+    id = find(w, words - 1, h);
     if (id < 0 && B.used + words <= B.capacity && hash_grow() == 0) {
         id = (int64_t)B.used;
         memcpy(&B.data[id], w, words * 8);

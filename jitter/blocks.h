@@ -15,13 +15,20 @@
 #include <stdint.h>
 
 #include <sluice/jitter_abi.h>
+#include <sluice/record.h>
 
-/** Bytes of a process's block table (sparse: pages are made as descriptors fill them). */
-#define BLOCKS_BYTES (64ull << 20)
+/**
+ * Bytes of a process's block table (sparse: pages are made as descriptors
+ * fill them), its last BLOCKS_MAPS_BYTES the module log (record.h).
+ */
+#define BLOCKS_BYTES (80ull << 20)
+/** Bytes of the module log, at the end of the table. */
+#define BLOCKS_MAPS_BYTES (16ull << 20)
 
 /**
  * Allocate the table in the arena (arena_open() first) and map it.
- * @p enabled 0: lift nothing (per-instruction EXEC records only).
+ * @p enabled 0: lift nothing (per-instruction EXEC records only); the
+ * table still holds the module log.
  * @return 0, or a negative errno (EFBIG past ulimit -f): then no table,
  *         as with @p enabled 0, and the arena is as it was.
  */
@@ -34,6 +41,9 @@ int blocks_open(int enabled);
  * @return 0, or a negative errno.
  */
 int blocks_after_fork_child(void);
+
+/** Our mapping of the table's header (the module log is at its maps_offset), or NULL if none. */
+struct sluice_blocks_hdr *blocks_hdr(void);
 
 /** File offset of the table in the arena and its bytes (ring headers name them); 0, 0 if none. */
 void blocks_where(uint64_t *offset, uint64_t *bytes);

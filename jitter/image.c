@@ -29,6 +29,7 @@ struct image {
 struct mapping {
     uint64_t start, end; /* guest [start, end) */
     int image;           /* index into T.images */
+    uint64_t offset;     /* file offset of start */
 };
 
 static struct {
@@ -85,7 +86,7 @@ static void punch(uint64_t start, uint64_t end)
         if (m->end <= start || m->start >= end) {
             i++;
         } else if (m->start < start && m->end > end) {
-            struct mapping tail = {end, m->end, m->image};
+            struct mapping tail = {end, m->end, m->image, m->offset + (end - m->start)};
 
             m->end = start;
             if (grow((void **)&T.maps, &T.cap_maps, T.n_maps, sizeof(*T.maps)) == 0) {
@@ -96,6 +97,7 @@ static void punch(uint64_t start, uint64_t end)
             m->end = start;
             i++;
         } else if (m->end > end) {
+            m->offset += end - m->start;
             m->start = end;
             i++;
         } else {
@@ -138,13 +140,12 @@ void image_mmap(uint64_t start, uint64_t len, int fd, uint64_t offset)
     struct stat st;
     int idx;
 
-    (void)offset; /* the base is the lowest mapped address, as drcov counts it */
     pthread_mutex_lock(&T.lock);
     punch(start, start + len);
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
         idx = image_index(&st, fd);
         if (idx >= 0 && grow((void **)&T.maps, &T.cap_maps, T.n_maps, sizeof(*T.maps)) == 0) {
-            T.maps[T.n_maps++] = (struct mapping){start, start + len, idx};
+            T.maps[T.n_maps++] = (struct mapping){start, start + len, idx, offset};
         }
     }
     pthread_mutex_unlock(&T.lock);
@@ -157,9 +158,64 @@ void image_munmap(uint64_t start, uint64_t len)
     pthread_mutex_unlock(&T.lock);
 }
 
-int image_of(uint64_t pc, struct sluice_image *out, const char **path)
+void image_mremap(uint64_t old_start, uint64_t old_len, uint64_t start, uint64_t len)
+{
+    struct mapping moved = {start, start + len, -1, 0};
+    size_t i;
+
+    pthread_mutex_lock(&T.lock);
+    /* One mapping moves (the kernel's mremap takes one), so the file is the one at old_start. */
+    for (i = 0; i < T.n_maps; i++) {
+        if (old_start >= T.maps[i].start && old_start < T.maps[i].end) {
+            moved.image = T.maps[i].image;
+            moved.offset = T.maps[i].offset + (old_start - T.maps[i].start);
+        }
+    }
+    punch(old_start, old_start + old_len);
+    punch(start, start + len);
+    if (moved.image >= 0 && grow((void **)&T.maps, &T.cap_maps, T.n_maps, sizeof(*T.maps)) == 0) {
+        T.maps[T.n_maps++] = moved;
+    }
+    pthread_mutex_unlock(&T.lock);
+}
+
+/* Lowest start of image @p idx's mappings. T.lock held. */
+static uint64_t base_of(int idx)
 {
     uint64_t base = UINT64_MAX;
+
+    for (size_t i = 0; i < T.n_maps; i++) {
+        if (T.maps[i].image == idx && T.maps[i].start < base) {
+            base = T.maps[i].start;
+        }
+    }
+    return base;
+}
+
+int image_file_at(uint64_t addr, struct image_file *out)
+{
+    int found = -ENOENT;
+
+    pthread_mutex_lock(&T.lock);
+    for (size_t i = 0; i < T.n_maps; i++) {
+        const struct mapping *m = &T.maps[i];
+
+        if (addr >= m->start && addr < m->end) {
+            out->id = (uint32_t)T.images[m->image].id;
+            out->base = base_of(m->image);
+            out->offset = m->offset + (addr - m->start);
+            snprintf(out->path, sizeof(out->path), "%s",
+                     T.images[m->image].path ? T.images[m->image].path : "");
+            found = 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&T.lock);
+    return found;
+}
+
+int image_of(uint64_t pc, struct sluice_image *out, const char **path)
+{
     int idx = -1;
     size_t i;
 
@@ -170,14 +226,9 @@ int image_of(uint64_t pc, struct sluice_image *out, const char **path)
             break;
         }
     }
-    for (i = 0; idx >= 0 && i < T.n_maps; i++) {
-        if (T.maps[i].image == idx && T.maps[i].start < base) {
-            base = T.maps[i].start;
-        }
-    }
     if (idx >= 0) {
-        out->base = base;
-        out->offset = pc - base;
+        out->base = base_of(idx);
+        out->offset = pc - out->base;
         out->id = T.images[idx].id;
         out->flags = T.images[idx].id == 0 ? SLUICE_IMAGE_MAIN : 0;
         if (path) {

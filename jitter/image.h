@@ -13,6 +13,7 @@
 #ifndef SLUICE_JITTER_IMAGE_H
 #define SLUICE_JITTER_IMAGE_H
 
+#include <limits.h>
 #include <stdint.h>
 
 #include <sluice/filter.h>
@@ -34,6 +35,28 @@ void image_mmap(uint64_t start, uint64_t len, int fd, uint64_t offset);
 
 /** The guest unmapped [start, start + len). */
 void image_munmap(uint64_t start, uint64_t len);
+
+/**
+ * The guest moved the mapping at [old_start, old_start + old_len) to
+ * [start, start + len) (mremap; the same start when it grew or shrank in
+ * place): what was at either range is forgotten, then the file mapping
+ * found at old_start, if any, is remembered at the new range.
+ */
+void image_mremap(uint64_t old_start, uint64_t old_len, uint64_t start, uint64_t len);
+
+/** Where a guest address comes from in its file (image_file_at). */
+struct image_file {
+    uint32_t id;         /**< image id, as image_of() gives it */
+    uint64_t base;       /**< lowest guest address the file is mapped at */
+    uint64_t offset;     /**< file offset of the address */
+    char path[PATH_MAX]; /**< the file's path as the host saw it when first mapped */
+};
+
+/**
+ * The file mapping that holds guest address @p addr.
+ * @return 0 with @p out filled, or -ENOENT (anonymous or unmapped).
+ */
+int image_file_at(uint64_t addr, struct image_file *out);
 
 /**
  * The image holding guest address @p pc.

@@ -14,6 +14,7 @@
 #include "image.h"
 #include "jitter.h"
 #include "lift.h"
+#include "maplog.h"
 #include "opts.h"
 
 #include <errno.h>
@@ -182,6 +183,9 @@ static int j_init(const struct sluice_host_info *info)
     return err;
 }
 
+/* This vCPU thread's slot, from thread_start to thread_exit: where its MAP records go. */
+static __thread struct sluice_thread_slot *self;
+
 static void j_thread_start(struct sluice_thread_slot *slot, uint32_t tid)
 {
     struct ring *r;
@@ -211,6 +215,7 @@ static void j_thread_start(struct sluice_thread_slot *slot, uint32_t tid)
     J.rings = r;
     ctl_announce(r);
     pthread_mutex_unlock(&J.lock);
+    self = slot;
 }
 
 static void j_reserve(struct sluice_thread_slot *slot, uint64_t need)
@@ -256,6 +261,7 @@ static void j_thread_exit(struct sluice_thread_slot *slot)
 {
     struct ring *r = slot->ring, **p;
 
+    self = NULL;
     pthread_mutex_lock(&J.lock);
     for (p = &J.rings; *p; p = &(*p)->next) {
         if (*p == r) {
@@ -293,6 +299,7 @@ static void j_process_exit(int status)
     (void)status;
     lift_report();
     blocks_report();
+    maplog_report();
     jitter_for_each_ring(close_ring, NULL);
     ctl_process_exit();
 }
@@ -391,11 +398,50 @@ static void j_tb_exit(struct sluice_thread_slot *slot, uint64_t pc, int again)
     }
 }
 
+/*
+ * A MAP record for the module log entry at @p at, in the stream of the
+ * thread whose syscall made it, at that point (between TBs, as a
+ * trace_printk message at lift). Changes QEMU makes before the first
+ * thread runs (the ELF loader's) have none: consumers find them in the log.
+ */
+static void note_map(uint64_t at)
+{
+    struct sluice_thread_slot *slot = self;
+
+    if (at == MAPLOG_NONE || !slot || !slot->ring) {
+        return;
+    }
+    if (slot->cursor + 1 > slot->limit) {
+        ring_reserve(slot->ring, 8);
+    }
+    slot->cursor[0] = (uint64_t)SLUICE_TAG_MAP << SLUICE_TAG_SHIFT | (at & SLUICE_PAYLOAD_MASK);
+    slot->cursor++;
+    /* No block is in flight at a syscall: a consumer draining a killed process may take it. */
+    __atomic_store_n(slot->written, (uint64_t)(uintptr_t)slot->cursor, __ATOMIC_RELEASE);
+}
+
 static void j_mmap(uint64_t start, uint64_t len, int prot, int flags, int fd, uint64_t offset)
 {
-    (void)prot;
     (void)flags;
     image_mmap(start, len, fd, offset);
+    note_map(maplog_mmap(start, len, prot, fd >= 0));
+}
+
+static void j_munmap(uint64_t start, uint64_t len)
+{
+    image_munmap(start, len);
+    note_map(maplog_munmap(start, len));
+}
+
+static void j_mprotect(uint64_t start, uint64_t len, int prot)
+{
+    note_map(maplog_mprotect(start, len, prot));
+}
+
+static void j_mremap(uint64_t old_start, uint64_t old_len, uint64_t start, uint64_t len)
+{
+    image_mremap(old_start, old_len, start, len);
+    note_map(maplog_mremap(old_start, old_len, start, len));
 }
 
 __attribute__((visibility("default"))) const struct sluice_jitter_ops sluice_jitter_ops = {
@@ -416,7 +462,9 @@ __attribute__((visibility("default"))) const struct sluice_jitter_ops sluice_jit
     .lift_block = j_lift_block,
     .tb_exit = j_tb_exit,
     .mmap = j_mmap,
-    .munmap = image_munmap,
+    .munmap = j_munmap,
+    .mprotect = j_mprotect,
+    .mremap = j_mremap,
     .fd_next = fds_next,
     .fd_claim = fds_claim,
     .instrumenting = lift_instrumenting,

@@ -48,13 +48,15 @@
  * 10 — tb_exit's @p again: the instruction that left did not run and QEMU
  * runs it again (EXCP_ATOMIC; a store into the TB's own code page), so
  * the jitter takes back its exec event instead of counting it twice.
+ * 11 — mprotect and mremap: with mmap and munmap, every change of the
+ * guest's mappings reaches the jitter (the module map in the stream).
  */
 #ifndef SLUICE_JITTER_ABI_H
 #define SLUICE_JITTER_ABI_H
 
 #include <stdint.h>
 
-#define SLUICE_JITTER_ABI_VERSION 10u
+#define SLUICE_JITTER_ABI_VERSION 11u
 
 /**
  * Per-vCPU producer state. It lives in QEMU's CPUNegativeOffsetState
@@ -286,6 +288,19 @@ struct sluice_jitter_ops {
     void (*mmap)(uint64_t start, uint64_t len, int prot, int flags, int fd, uint64_t offset);
     /** Any thread, mmap_lock held: the guest range [start, start + len) is unmapped. */
     void (*munmap)(uint64_t start, uint64_t len);
+    /**
+     * Any thread, mmap_lock held (linux-user/mmap.c:target_mprotect): the
+     * guest range [start, start + len) (bytes, page-aligned) now has
+     * protection @p prot (PROT_* bits, the guest's).
+     */
+    void (*mprotect)(uint64_t start, uint64_t len, int prot);
+    /**
+     * Any thread, mmap_lock held (linux-user/mmap.c:target_mremap): the
+     * mapping at [old_start, old_start + old_len) now lies at
+     * [start, start + len) (bytes; the guest's sizes, not rounded up to
+     * pages); @p start may equal @p old_start (grown or shrunk in place).
+     */
+    void (*mremap)(uint64_t old_start, uint64_t old_len, uint64_t start, uint64_t len);
 
     /**
      * vCPU, at a guest syscall that names descriptors (close, close_range,

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /**
  * @file record.h
- * @brief sluice trace records, the shared ring layout and the block table (format version 7).
+ * @brief sluice trace records, the shared ring layout and the block table with its module log
+ * (format version 8).
  *
  * This header is shared by the QEMU patch (which emits records inline), the
  * jitter (which owns the rings) and the consumer library (which reads them).
@@ -34,6 +35,9 @@
  *   TEXT          [hdr: byte count n in bits 15..0][n bytes, zero-padded to
  *                 whole words]  1 + ceil(n / 8) words (a filter's
  *                 bpf_trace_printk message, in the lifting thread's ring)
+ *   MAP           [hdr: byte offset of an entry in the module log]  1 word
+ *                 (format 8): this thread's mmap, munmap, mprotect or
+ *                 mremap made that entry here (see "Module log" below)
  *
  * A MEM record's tag encodes direction and size: tag = 0x10 | W<<3 | log2(size),
  * W = 1 for a store. The value holds the access's value in its low `size`
@@ -127,7 +131,7 @@
 #include <stdint.h>
 
 /** Format version of records, ring header and block table; bumped on any change. */
-#define SLUICE_FORMAT_VERSION 7u
+#define SLUICE_FORMAT_VERSION 8u
 /** `magic` of a ring header: "SLUICERG" as little-endian bytes. */
 #define SLUICE_RING_MAGIC 0x4752454349554c53ull
 
@@ -140,6 +144,7 @@ enum sluice_tag {
     SLUICE_TAG_BLOCK = 0x04, /**< instructions of a block descriptor, see sluice_block_hdr() */
     /** A BLOCK record followed by its descriptor's slot records (format 5). */
     SLUICE_TAG_BLOCK_SLOTS = 0x05,
+    SLUICE_TAG_MAP = 0x06, /**< this thread changed a mapping: the log entry at (bits 55..0) */
     SLUICE_TAG_MEM = 0x10, /**< base of the MEM tags, see sluice_mem_tag() */
 };
 
@@ -260,7 +265,8 @@ static inline unsigned sluice_rec_words(uint64_t hdr)
 {
     unsigned tag = sluice_rec_tag(hdr);
 
-    if (tag == SLUICE_TAG_EXEC || tag == SLUICE_TAG_LOST || sluice_tag_is_block(tag)) {
+    if (tag == SLUICE_TAG_EXEC || tag == SLUICE_TAG_LOST || sluice_tag_is_block(tag) ||
+        tag == SLUICE_TAG_MAP) {
         return 1; /* a BLOCK_SLOTS record's slot records are counted apart */
     }
     if (sluice_tag_is_mem(tag)) {
@@ -298,6 +304,10 @@ static inline unsigned sluice_rec_words(uint64_t hdr)
  *                     bytes (bits 6..0), 0x80 if its exec event is recorded
  *   ceil(s / 4) words one 16-bit slot per access, in program order (so
  *                     their instructions never decrease), see sluice_slot()
+ *   1 word            the module log's `used_bytes` when the TB was lifted
+ *                     (format 8): its pcs' mapping is the one the log
+ *                     says at that position, and stays so while the TB
+ *                     runs (QEMU drops the TBs of a range it unmaps)
  * The jitter writes a descriptor whole, then release-stores `used_words`
  * past it, before QEMU publishes the TB to any vCPU: a consumer that sees a
  * BLOCK record (acquire load of head) and then loads `used_words`
@@ -317,6 +327,56 @@ struct sluice_blocks_hdr {
     uint64_t capacity_words; /**< data words the mapping holds */
     /** Data words holding whole descriptors; release-stored by the jitter. */
     uint64_t used_words;
+    /** Byte offset of the module log from the table's start (format 8; see below). */
+    uint64_t maps_offset;
+    /** Bytes the module log may fill. */
+    uint64_t maps_capacity;
+    /** Bytes of whole log entries; release-stored by the jitter after each entry. */
+    uint64_t maps_used;
+    /** Mapping changes not logged because the log was full (counted, never silent). */
+    uint64_t maps_dropped;
+};
+
+/*
+ * Module log (format 8), in the block table's mapping at `maps_offset`:
+ * every change the guest made to its mappings (mmap, munmap, mprotect,
+ * mremap), appended in the order QEMU made them (under its mmap_lock),
+ * entries end to end. A position is a byte offset into the log; "the map
+ * at position P" is what the entries below P leave. The ELF loader's
+ * mappings come first (entries made before any thread ran). A forked child
+ * starts with a copy of its parent's log.
+ *
+ * Each entry is a struct sluice_map_entry followed by `path_len` bytes of
+ * path (no NUL), zero-padded to a multiple of 8 bytes (`bytes` in all).
+ * An entry is written whole before maps_used is release-stored past it, so
+ * a consumer that acquire-loads maps_used reads whole entries below it.
+ */
+
+/** What a module log entry records. */
+enum sluice_map_kind {
+    SLUICE_MAP_MMAP = 1,     /**< [start, start + len) now maps the file (or anonymous memory) */
+    SLUICE_MAP_MUNMAP = 2,   /**< [start, start + len) is unmapped */
+    SLUICE_MAP_MPROTECT = 3, /**< [start, start + len) now has protection prot */
+    SLUICE_MAP_MREMAP = 4,   /**< [old_start, +old_len) moved to [start, start + len) */
+};
+
+/** `image` of an anonymous mapping. */
+#define SLUICE_MAP_ANON 0xffffffffu
+
+/** A module log entry's fixed part (64 bytes, little-endian). */
+struct sluice_map_entry {
+    uint32_t bytes; /**< the entry's bytes, path and padding included; a multiple of 8 */
+    uint16_t kind;  /**< enum sluice_map_kind */
+    uint16_t
+        path_len;    /**< bytes of the file's path that follow (0: anonymous, or not mmap/mremap) */
+    uint32_t prot;   /**< PROT_READ 1, PROT_WRITE 2, PROT_EXEC 4 (mmap, mprotect, mremap) */
+    uint32_t image;  /**< the file's image id (0 the main executable), or SLUICE_MAP_ANON */
+    uint64_t start;  /**< guest address, page-aligned */
+    uint64_t len;    /**< bytes, a multiple of the guest page size */
+    uint64_t offset; /**< file offset of start (mmap and mremap of a file), else 0 */
+    uint64_t base;   /**< lowest guest address the file is mapped at (its module base) */
+    uint64_t old_start; /**< mremap: where the mapping was */
+    uint64_t old_len;   /**< mremap: its bytes there */
 };
 
 /** Words of a descriptor of @p n instructions, without its slots. */
@@ -350,10 +410,11 @@ static inline unsigned sluice_slot_record_words(uint16_t slot)
     return (slot & 7) == 4 ? 3 : 2;
 }
 
-/** Words of a descriptor whose word 0 is @p w0 (n and s as it says), slots included. */
+/** Words of a descriptor whose word 0 is @p w0 (n and s as it says), slots and log position
+ * included. */
 static inline uint64_t sluice_block_desc_words(uint64_t w0)
 {
-    return sluice_block_words((unsigned)(w0 & 0xffff)) + ((w0 >> 32 & 0xffff) + 3) / 4;
+    return sluice_block_words((unsigned)(w0 & 0xffff)) + ((w0 >> 32 & 0xffff) + 3) / 4 + 1;
 }
 
 /** Positions that are multiples of this are record boundaries (see above). */

@@ -84,8 +84,11 @@ Test(block_table, header_checks)
 static int make_arena(void)
 {
     int fd = memfd_create("sluice-test-arena", MFD_CLOEXEC);
-    struct sluice_blocks_hdr h = {SLUICE_BLOCKS_MAGIC, SLUICE_FORMAT_VERSION,
-                                  SLUICE_BLOCKS_HDR_BYTES, 512, 7};
+    struct sluice_blocks_hdr h = {.magic = SLUICE_BLOCKS_MAGIC,
+                                  .version = SLUICE_FORMAT_VERSION,
+                                  .hdr_bytes = SLUICE_BLOCKS_HDR_BYTES,
+                                  .capacity_words = 512,
+                                  .used_words = 7};
 
     cr_assert_geq(fd, 0);
     cr_assert_eq(ftruncate(fd, 65536 + 8192), 0);

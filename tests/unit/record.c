@@ -99,8 +99,8 @@ Test(record, every_tag_classified)
 
         valid += sluice_rec_words(h) != 0;
     }
-    /* PAD, EXEC, LOST, TEXT, BLOCK, BLOCK_SLOTS and 10 MEM tags (5 sizes x load/store). */
-    cr_assert_eq(valid, 16);
+    /* PAD, EXEC, LOST, TEXT, BLOCK, BLOCK_SLOTS, MAP and 10 MEM tags (5 sizes x load/store). */
+    cr_assert_eq(valid, 17);
 }
 
 Test(record, slots)
@@ -121,9 +121,9 @@ Test(record, slots)
     cr_assert_eq(sluice_block_to(h), 9);
     cr_assert(!sluice_block_cont(h));
     cr_assert_eq(sluice_rec_words(h), 1, "its slot records are counted apart");
-    /* 9 instructions, 5 slots: 1 + 9 + 2 flag words + 2 slot words. */
-    cr_assert_eq(sluice_block_desc_words(9 | 9u << 16 | 5ull << 32), 14);
-    cr_assert_eq(sluice_block_desc_words(9), sluice_block_words(9));
+    /* 9 instructions, 5 slots: 1 + 9 + 2 flag words + 2 slot words + the log position. */
+    cr_assert_eq(sluice_block_desc_words(9 | 9u << 16 | 5ull << 32), 15);
+    cr_assert_eq(sluice_block_desc_words(9), sluice_block_words(9) + 1);
 }
 
 Test(record, block_fields)
@@ -144,7 +144,8 @@ Test(record, block_fields)
     cr_assert_eq(sluice_block_words(1), 3);
     cr_assert_eq(sluice_block_words(8), 10);
     cr_assert_eq(sluice_block_words(9), 12);
-    cr_assert_eq(sizeof(struct sluice_blocks_hdr), 32);
+    cr_assert_eq(sizeof(struct sluice_blocks_hdr), 64);
+    cr_assert_eq(sizeof(struct sluice_map_entry), 64);
 }
 
 Test(record, text_lengths)

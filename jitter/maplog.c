@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * maplog.c — the module log (see maplog.h): entries appended to the area
+ * at the end of the block table's mapping, published by a release store of
+ * maps_used after each whole entry.
+ *
+ * Owns: the log's entries and its counters. Threads: QEMU's mapping hooks
+ * and lift (mmap_lock held); a lock of its own all the same, since fork
+ * and exit paths read it too. Must never write past maps_capacity, nor
+ * change an entry once maps_used covers it (consumers read it unlocked).
+ */
+#include "maplog.h"
+
+#include "blocks.h"
+#include "image.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+static struct {
+    pthread_mutex_t lock;
+    uint64_t used;       /* bytes appended: this process's copy (a forked child's is the fork's) */
+    uint64_t changed_at; /* maplog_changed_at() */
+} M = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* The log area of the current table, or NULL. */
+static uint8_t *area(struct sluice_blocks_hdr *h)
+{
+    return h ? (uint8_t *)h + h->maps_offset : NULL;
+}
+
+/*
+ * Append @p e (its fixed part; bytes and path_len are set here) and
+ * @p path_len bytes of @p path. Returns its position or MAPLOG_NONE.
+ */
+static uint64_t append(struct sluice_map_entry *e, const char *path, size_t path_len)
+{
+    struct sluice_blocks_hdr *h = blocks_hdr();
+    uint64_t at, bytes;
+
+    if (!h) {
+        return MAPLOG_NONE;
+    }
+    path_len = path_len > UINT16_MAX ? UINT16_MAX : path_len;
+    bytes = (sizeof(*e) + path_len + 7) & ~7ull;
+    pthread_mutex_lock(&M.lock);
+    at = M.used;
+    if (at + bytes > h->maps_capacity) {
+        h->maps_dropped++;
+        pthread_mutex_unlock(&M.lock);
+        return MAPLOG_NONE;
+    }
+    e->bytes = (uint32_t)bytes;
+    e->path_len = (uint16_t)path_len;
+    memcpy(area(h) + at, e, sizeof(*e));
+    memset(area(h) + at + sizeof(*e), 0, bytes - sizeof(*e));
+    memcpy(area(h) + at + sizeof(*e), path, path_len);
+    M.used = at + bytes;
+    __atomic_store_n(&h->maps_used, M.used, __ATOMIC_RELEASE);
+    if (e->kind != SLUICE_MAP_MPROTECT) {
+        M.changed_at = at + bytes;
+    }
+    pthread_mutex_unlock(&M.lock);
+    return at;
+}
+
+/* An mmap or mremap entry for [start, start + len): the file there, if any. */
+static uint64_t append_mapping(struct sluice_map_entry *e, int file)
+{
+    static __thread struct image_file f; /* PATH_MAX bytes: not on a vCPU's stack */
+
+    e->image = SLUICE_MAP_ANON;
+    if (file && image_file_at(e->start, &f) == 0) {
+        e->image = f.id;
+        e->offset = f.offset;
+        e->base = f.base;
+        return append(e, f.path, strlen(f.path));
+    }
+    return append(e, "", 0);
+}
+
+uint64_t maplog_mmap(uint64_t start, uint64_t len, int prot, int file)
+{
+    struct sluice_map_entry e = {
+        .kind = SLUICE_MAP_MMAP, .prot = (uint32_t)prot & 7, .start = start, .len = len};
+
+    return append_mapping(&e, file);
+}
+
+uint64_t maplog_munmap(uint64_t start, uint64_t len)
+{
+    struct sluice_map_entry e = {
+        .kind = SLUICE_MAP_MUNMAP, .image = SLUICE_MAP_ANON, .start = start, .len = len};
+
+    return append(&e, "", 0);
+}
+
+uint64_t maplog_mprotect(uint64_t start, uint64_t len, int prot)
+{
+    struct sluice_map_entry e = {.kind = SLUICE_MAP_MPROTECT,
+                                 .prot = (uint32_t)prot & 7,
+                                 .image = SLUICE_MAP_ANON,
+                                 .start = start,
+                                 .len = len};
+
+    return append(&e, "", 0);
+}
+
+uint64_t maplog_mremap(uint64_t old_start, uint64_t old_len, uint64_t start, uint64_t len)
+{
+    struct sluice_map_entry e = {.kind = SLUICE_MAP_MREMAP,
+                                 .start = start,
+                                 .len = len,
+                                 .old_start = old_start,
+                                 .old_len = old_len};
+
+    /* The protection moves with the mapping; the consumer finds it in the log. */
+    return append_mapping(&e, 1);
+}
+
+uint64_t maplog_position(void)
+{
+    return __atomic_load_n(&M.used, __ATOMIC_RELAXED);
+}
+
+uint64_t maplog_changed_at(void)
+{
+    return __atomic_load_n(&M.changed_at, __ATOMIC_RELAXED);
+}
+
+void maplog_after_fork_child(const struct sluice_blocks_hdr *parent)
+{
+    struct sluice_blocks_hdr *h = blocks_hdr();
+    /* The parent may append meanwhile, past M.used (ours is the fork's): those never change. */
+    pthread_mutex_init(&M.lock, NULL);
+    if (!h || M.used > h->maps_capacity) {
+        M.used = 0;
+        return;
+    }
+    memcpy(area(h), (const uint8_t *)parent + parent->maps_offset, M.used);
+    __atomic_store_n(&h->maps_used, M.used, __ATOMIC_RELEASE);
+}
+
+void maplog_report(void)
+{
+    struct sluice_blocks_hdr *h = blocks_hdr();
+
+    if (h && h->maps_dropped) {
+        fprintf(stderr,
+                "sluice-jitter: module log full (%llu bytes): %llu mapping changes not logged; "
+                "consumers may not name the file of code mapped after that\n",
+                (unsigned long long)h->maps_capacity, (unsigned long long)h->maps_dropped);
+    }
+}

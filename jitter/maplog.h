@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * maplog.h — the module log (format in <sluice/record.h>): every change of
+ * the guest's mappings, appended to the block table's mapping, so consumers
+ * can tell which file held a pc when it ran.
+ *
+ * Threads: the maplog_* hooks from QEMU's mmap, munmap, mprotect and mremap
+ * notifications (any vCPU, or the main thread while QEMU loads the
+ * program; mmap_lock held), after image.c has heard of the same change;
+ * maplog_position() and maplog_changed_at() at lift time (mmap_lock held
+ * too). Never from translated code; never blocks but on its own lock.
+ */
+#ifndef SLUICE_JITTER_MAPLOG_H
+#define SLUICE_JITTER_MAPLOG_H
+
+#include <stdint.h>
+
+#include <sluice/record.h>
+
+/** An entry's position when none was made (the log is full or absent). */
+#define MAPLOG_NONE UINT64_MAX
+
+/**
+ * The guest mapped [start, start + len) with protection @p prot, from a
+ * file when @p file is non-zero (image.c knows which, and where).
+ * @return the entry's position (byte offset in the log), or MAPLOG_NONE.
+ */
+uint64_t maplog_mmap(uint64_t start, uint64_t len, int prot, int file);
+
+/** The guest unmapped [start, start + len). @return as maplog_mmap(). */
+uint64_t maplog_munmap(uint64_t start, uint64_t len);
+
+/** [start, start + len) now has protection @p prot. @return as maplog_mmap(). */
+uint64_t maplog_mprotect(uint64_t start, uint64_t len, int prot);
+
+/**
+ * The mapping at [old_start, old_start + old_len) moved to
+ * [start, start + len) (image.c already moved it). @return as maplog_mmap().
+ */
+uint64_t maplog_mremap(uint64_t old_start, uint64_t old_len, uint64_t start, uint64_t len);
+
+/** Bytes of whole entries now: the position a TB lifted now records. */
+uint64_t maplog_position(void);
+
+/**
+ * Position just past the last entry that may have changed what an address
+ * maps (any mmap, munmap or mremap; not mprotect): a descriptor lifted
+ * before it is not reused for a TB lifted now (blocks.c).
+ */
+uint64_t maplog_changed_at(void);
+
+/**
+ * In a forked child, once blocks.c made the child's table: copy the
+ * parent's log from @p parent (its table header, still mapped).
+ */
+void maplog_after_fork_child(const struct sluice_blocks_hdr *parent);
+
+/** At process exit: one line on stderr if changes were not logged (the log filled up). */
+void maplog_report(void);
+
+#endif /* SLUICE_JITTER_MAPLOG_H */
