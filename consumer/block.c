@@ -183,3 +183,14 @@ unsigned block__count(const struct block *b, unsigned a, unsigned e)
     }
     return count;
 }
+
+uint64_t block__maps_pos(struct block_view *v, uint64_t id)
+{
+    uint64_t end;
+
+    if (covered(v, id + 1) <= 0) {
+        return 0;
+    }
+    end = id + sluice_block_desc_words(block__word(v->bt->data, (size_t)id));
+    return covered(v, end) > 0 ? block__word(v->bt->data, (size_t)(end - 1)) : 0;
+}

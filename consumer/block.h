@@ -164,6 +164,13 @@ static inline int block__restart(struct block *b, struct block_view *v, uint64_t
  */
 int block__find(const struct block *b, uint64_t pc);
 
+/**
+ * The module log position the descriptor at @p id (one block__start()
+ * accepted) was lifted at (record.h, format 8), or 0 if the table does
+ * not cover its last word.
+ */
+uint64_t block__maps_pos(struct block_view *v, uint64_t id);
+
 /** Whether instruction @p i (< n) of @p b is marked recorded. */
 static inline int block__recorded(const struct block *b, unsigned i)
 {

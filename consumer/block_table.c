@@ -71,9 +71,19 @@ int block_table__check(struct block_table *bt, const void *base, uint64_t bytes,
                     "block table: capacity_words %" PRIu64 " does not fit in blocks_bytes %" PRIu64,
                     h.capacity_words, bytes);
     }
+    if (h.maps_capacity &&
+        (h.maps_offset % 8 || h.maps_offset < SLUICE_BLOCKS_HDR_BYTES + h.capacity_words * 8 ||
+         h.maps_offset > bytes || h.maps_capacity > bytes - h.maps_offset)) {
+        return fail(err, errlen, EINVAL,
+                    "block table: maps_offset %" PRIu64 " maps_capacity %" PRIu64
+                    " do not fit after the descriptors in blocks_bytes %" PRIu64,
+                    h.maps_offset, h.maps_capacity, bytes);
+    }
     bt->hdr = base;
     bt->data = (const uint64_t *)((const uint8_t *)base + SLUICE_BLOCKS_HDR_BYTES);
     bt->capacity_words = h.capacity_words;
+    bt->maps_offset_ = h.maps_offset;
+    bt->maps_capacity_ = h.maps_capacity;
     /* Chunks' views tell tables apart by it, not by an address malloc may reuse. */
     bt->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
     return 0;
@@ -138,6 +148,17 @@ static int map_table(int fd, const struct stat *st, uint64_t offset, uint64_t by
         munmap(base, (size_t)bytes);
         free(bt);
         return rc;
+    }
+    if (bt->maps_capacity_) {
+        bt->maps = malloc(sizeof(*bt->maps));
+        if (!bt->maps) {
+            munmap(base, (size_t)bytes);
+            free(bt);
+            return fail(err, errlen, ENOMEM, "block table: out of memory");
+        }
+        maps__init(bt->maps, (const uint8_t *)base + bt->maps_offset_, bt->maps_capacity_,
+                   &bt->hdr->maps_used, &bt->hdr->maps_dropped);
+        bt->snapshot_at = maps__used(bt->maps);
     }
     bt->map = base;
     bt->map_len = (size_t)bytes;
@@ -211,6 +232,10 @@ void block_tables__put(struct block_tables *ts, struct block_table *bt)
     }
     pthread_mutex_unlock(&ts->lock);
     if (bt) {
+        if (bt->maps) {
+            maps__destroy(bt->maps);
+            free(bt->maps);
+        }
         munmap(bt->map, bt->map_len);
         free(bt);
     }

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "maps.h"
 #include "sluice/record.h"
 
 /** Largest block table accepted (header and data), in bytes. */
@@ -29,13 +30,17 @@ struct block_table {
     const uint64_t *data;                /**< data words (little-endian), read-only */
     uint64_t capacity_words;             /**< validated copy: words readable at `data` */
     uint64_t serial;                     /**< unique to this table in the process (never 0) */
+    struct maps *maps;                   /**< its module log, parsed as read; NULL if it has none */
+    uint64_t snapshot_at;                /**< the log's maps_used when the table was mapped */
+    int snapshot_taken; /**< set by the first ring to deliver the snapshot (atomic) */
     /* Registry state, private to block_table.c. */
-    void *map;                /**< the mapping, NULL for a table made by block_table__check() */
-    size_t map_len;           /**< bytes mapped */
-    uint64_t dev, ino;        /**< the arena's st_dev, st_ino */
-    uint64_t offset, bytes;   /**< where the rings say the table is */
-    unsigned refs;            /**< rings holding it */
-    struct block_table *next; /**< registry list */
+    void *map;              /**< the mapping, NULL for a table made by block_table__check() */
+    size_t map_len;         /**< bytes mapped */
+    uint64_t dev, ino;      /**< the arena's st_dev, st_ino */
+    uint64_t offset, bytes; /**< where the rings say the table is */
+    uint64_t maps_offset_, maps_capacity_; /**< the module log's, as checked */
+    unsigned refs;                         /**< rings holding it */
+    struct block_table *next;              /**< registry list */
 };
 
 /**

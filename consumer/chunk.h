@@ -37,6 +37,7 @@ enum chunk_bad {
     CHUNK_BAD_BLOCK = 4,    /**< a BLOCK record its table does not hold (bad_why says why) */
     CHUNK_BAD_PC = 5,       /**< a MEM or EXEC record whose PC is not in its block (bad_why) */
     CHUNK_BAD_NOMEM = 6,    /**< no memory to grow the item area for a block's events */
+    CHUNK_BAD_MAP = 7,      /**< a MAP record naming no module log entry, or no memory (bad_why) */
 };
 
 /**
@@ -58,6 +59,7 @@ struct chunk_resume {
     struct block blk; /**< the block being expanded, if in_block (blk.next: where) */
     int in_block;     /**< the decode stopped inside blk */
     int careful;      /**< blk's events may fill the area: room is checked per event */
+    uint64_t marked;  /**< the decoder's module log position from MAP records (decode.c) */
 };
 
 /** A partial chunk's hand-off (chunk.slice), under chunk.slice_lock. */
@@ -91,8 +93,10 @@ struct chunk {
     pthread_mutex_t slice_lock;       /**< guards `slice` */
     pthread_cond_t slice_cond;        /**< signalled when `slice` leaves CHUNK_SLICE_OUT */
     int slice;                        /**< enum chunk_slice */
-    uint64_t *copy; /**< a lossy ring's copy of the span (chunk__copy_area()), or NULL */
-    int copied;     /**< `words` points into `copy`: nothing can overwrite it (no lapped check) */
+    uint64_t maps_pos; /**< the module log's maps_used once the span was taken (maps.h) */
+    int snapshot;      /**< deliver the process's map at its table's snapshot_at first */
+    uint64_t *copy;    /**< a lossy ring's copy of the span (chunk__copy_area()), or NULL */
+    int copied; /**< `words` points into `copy`: nothing can overwrite it (no lapped check) */
 };
 
 /**

@@ -45,11 +45,13 @@
 #include "decode.h"
 
 #include <endian.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "block.h"
+#include "maps.h"
 #include "sluice/record.h"
 
 /* Word @p i of the span, loaded once. */
@@ -82,11 +84,17 @@ struct decoder {
     struct run *run;
     struct block_view *view; /* the chunk's */
     struct block blk;
-    int in_block; /* blk is current */
-    int fills;    /* a block's exec events may make items (item_size and exec or exec_batch) */
-    int careful;  /* blk's events may fill the item area: room is checked per event */
-    size_t i, nw; /* the record at hand and the span's words, for the room check */
+    int in_block;    /* blk is current */
+    int fills;       /* a block's exec events may make items (item_size and exec or exec_batch) */
+    int careful;     /* blk's events may fill the item area: room is checked per event */
+    size_t i, nw;    /* the record at hand and the span's words, for the room check */
+    uint64_t marked; /* the module log position past this thread's last MAP record, or 0 */
+    size_t next_map; /* word of the next MAP record at or past i (nw: none), if next_map_ok */
+    int next_map_ok;
 };
+
+/* The decode this worker thread runs now, for sluice_map__at(). */
+static __thread struct decoder *current;
 
 /* Where the next item goes; @p scratch when the callbacks make no items. */
 static void *next_item(struct chunk *c, size_t isz, uint64_t *scratch)
@@ -170,6 +178,128 @@ static int decode_other(struct chunk *c, const struct sluice_callbacks *cb,
         return cb->lost ? cb->lost(cb->user, t, sluice_rec_payload(hdr), item) : 0;
     }
     return 0; /* PAD */
+}
+
+/*
+ * The MAP record at word @p i: its log entry's event, unless the
+ * process's snapshot holds it. Returns whether the callback made an item;
+ * -1 (c->bad set) if the record names no entry.
+ */
+static int decode_map(struct decoder *d, size_t i, uint64_t hdr, void *item)
+{
+    struct chunk *c = d->c;
+    struct maps *m = c->blocks ? c->blocks->maps : NULL;
+    const struct maps_entry *x = m ? maps__entry_at(m, sluice_rec_payload(hdr)) : NULL;
+    struct sluice_map ev;
+
+    if (!x) {
+        snprintf(c->bad_why, sizeof(c->bad_why), "MAP record: no module log entry at byte %llu%s%s",
+                 (unsigned long long)sluice_rec_payload(hdr), m && *maps__bad(m) ? ": " : "",
+                 m ? maps__bad(m) : "");
+        bad_record(c, i, hdr, CHUNK_BAD_MAP);
+        return -1;
+    }
+    d->marked = x->end;
+    if (x->at < c->blocks->snapshot_at || !d->cb->mmap) {
+        return 0;
+    }
+    maps__event(x, &ev);
+    return d->cb->mmap(d->cb->user, d->t, &ev, item);
+}
+
+/* The snapshot's events, into the item area (grown for them). */
+struct snap {
+    struct decoder *d;
+    int full;
+};
+
+static void snapshot_one(void *arg, const struct sluice_map *e)
+{
+    struct snap *sn = arg;
+    struct chunk *c = sn->d->c;
+    size_t isz = sn->d->cb->item_size;
+
+    if (sn->full || (isz && chunk__reserve(c, c->n_items + 1) < 0)) {
+        sn->full = 1; /* more mappings than items_max (32768 at least) */
+        return;
+    }
+    if (sn->d->cb->mmap(sn->d->cb->user, sn->d->t, e, next_item(c, isz, sn->d->scratch)) && isz) {
+        c->n_items++;
+    }
+}
+
+/*
+ * Deliver the process's map at its snapshot position, first in the chunk.
+ * 0; 1 if the records then do not fit beside its items (the caller stops:
+ * they come in a slice of their own); -1 (c->bad) out of memory.
+ */
+static int snapshot(struct decoder *d)
+{
+    struct chunk *c = d->c;
+    struct snap sn = {d, 0};
+
+    c->snapshot = 0;
+    if (!d->cb->mmap || !c->blocks || !c->blocks->maps) {
+        return 0;
+    }
+    if (maps__snapshot(c->blocks->maps, c->blocks->snapshot_at, snapshot_one, &sn) < 0 || sn.full) {
+        snprintf(c->bad_why, sizeof(c->bad_why),
+                 "the module map snapshot: out of memory (or more than %zu mappings)",
+                 c->items_max);
+        bad_record(c, 0, 0, CHUNK_BAD_MAP);
+        return -1;
+    }
+    /* The invariant at a record boundary: one item per word left still fits. */
+    return d->cb->item_size && chunk__reserve(c, c->n_items + 1 + d->nw) < 0;
+}
+
+/*
+ * The map a record outside any block ran in, as far as this chunk tells:
+ * the one before this thread's next MAP record in it (the records between
+ * ran before that change), else the one when the chunk was read. The scan
+ * stops at a BLOCK record (whose slot records have no headers); its result
+ * holds until the decode passes that record.
+ */
+static uint64_t map_before_next_change(struct decoder *d)
+{
+    const uint64_t *w = d->c->words;
+    size_t j = d->i;
+
+    if (!d->next_map_ok || d->next_map < d->i) {
+        while (j < d->nw) {
+            uint64_t hdr = word(w, j);
+            unsigned tag = sluice_rec_tag(hdr), len = sluice_rec_words(hdr);
+
+            if (tag == SLUICE_TAG_MAP || len == 0 || sluice_tag_is_block(tag)) {
+                break;
+            }
+            j += len;
+        }
+        d->next_map = j < d->nw && sluice_rec_tag(word(w, j)) == SLUICE_TAG_MAP ? j : d->nw;
+        d->next_map_ok = 1;
+    }
+    return d->next_map < d->nw ? sluice_rec_payload(word(w, d->next_map)) : d->c->maps_pos;
+}
+
+int sluice_map__at(const struct sluice_thread_info *t, uint64_t addr, struct sluice_module *out)
+{
+    struct decoder *d = current;
+    struct maps *m;
+    uint64_t pos;
+
+    if (!d || d->t != t || !out) {
+        return -EINVAL;
+    }
+    m = d->c->blocks ? d->c->blocks->maps : NULL;
+    if (!m) {
+        return -ENOENT;
+    }
+    /* A block's PCs: the map it was lifted in, or later (this thread's own changes). */
+    pos = d->in_block ? block__maps_pos(d->view, d->blk.id) : 0;
+    if (pos && maps__lookup(m, pos > d->marked ? pos : d->marked, addr, out) == 0) {
+        return 0;
+    }
+    return maps__lookup(m, d->in_block ? d->c->maps_pos : map_before_next_change(d), addr, out);
 }
 
 /* Hand @p n PCs at @p pcs (n <= RUN_MAX) to cb->exec_batch as one run. */
@@ -581,8 +711,8 @@ static uint64_t decode_count(struct chunk *c)
             continue;
         } else if (tag == SLUICE_TAG_LOST) {
             c->counts.lost += sluice_rec_payload(hdr);
-        } else if (tag == SLUICE_TAG_PAD) {
-            i += len;
+        } else if (tag == SLUICE_TAG_PAD || tag == SLUICE_TAG_MAP) {
+            i += len; /* a MAP record is no event */
             continue;
         }
         records++;
@@ -610,7 +740,7 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
     struct decoder d;
 
     if (!cb->exec && !cb->exec_batch && !cb->read && !cb->write && !cb->lost && !cb->message &&
-        !cb->chunk_end) {
+        !cb->chunk_end && !cb->mmap) {
         return decode_count(c);
     }
     run.n = 0;
@@ -631,7 +761,15 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
     d.fills = isz && (exec || batch);
     d.i = i;
     d.nw = nw;
+    d.marked = c->resume.marked;
+    d.next_map_ok = 0;
     c->partial = 0;
+    current = &d;
+    if (c->snapshot && (stopped = snapshot(&d)) != 0) {
+        current = NULL;
+        c->partial = stopped > 0; /* resume (all zero) is the chunk's start */
+        return 0;
+    }
     if (d.in_block && d.blk.slot < d.blk.n_slots) {
         stopped = block_slots(&d, &i, &insns, &records); /* a slice stopped among them */
     }
@@ -650,7 +788,7 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
                 break;
             }
             insns++;
-            i++;
+            d.i = i++; /* (for sluice_map__at) */
             if (batch) {
                 run.pcs[run.n++] = pc;
                 if (run.n == RUN_MAX) {
@@ -698,11 +836,19 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
         if (batch) {
             run_flush(&run, c, cb, t, scratch); /* the run precedes this record */
         }
-        made = decode_other(c, cb, t, &w[i], hdr, next_item(c, isz, scratch));
+        if (tag == SLUICE_TAG_MAP) {
+            d.i = i;
+            if ((made = decode_map(&d, i, hdr, next_item(c, isz, scratch))) < 0) {
+                break;
+            }
+        } else {
+            d.i = i;
+            made = decode_other(c, cb, t, &w[i], hdr, next_item(c, isz, scratch));
+            records++; /* a MAP record is no event */
+        }
         if (made && isz) {
             c->n_items++;
         }
-        records++;
         i += len;
     }
     if (d.in_block && !c->bad && stopped == 0) {
@@ -724,7 +870,9 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
         c->resume.in_block = d.in_block;
         c->resume.careful = d.careful;
         c->resume.blk = d.blk;
+        c->resume.marked = d.marked;
     }
+    current = NULL;
     c->counts.insns += insns;
     return records + insns;
 }

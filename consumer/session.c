@@ -225,7 +225,7 @@ static void report_bad_span(struct sluice_session *s, struct ring_state *r, cons
                   "%s",
                   r->info.tid, (unsigned long long)c->bad_hdr,
                   (unsigned long long)sluice_block_id(c->bad_hdr), at, c->bad_why);
-    } else if (c->bad == CHUNK_BAD_PC) {
+    } else if (c->bad == CHUNK_BAD_PC || c->bad == CHUNK_BAD_MAP) {
         set_error(s, -EPROTO, "ring of tid %u: record 0x%016llx at position %llu: %s", r->info.tid,
                   (unsigned long long)c->bad_hdr, at, c->bad_why);
     } else if (c->bad == CHUNK_BAD_NOMEM) {
@@ -481,6 +481,20 @@ static ssize_t take_lossy(struct ring_state *r, struct chunk *c)
     }
 }
 
+/*
+ * The module log position the chunk's records are read against (after
+ * its span was taken: every change made before they ran is below it), and
+ * whether it carries its process's snapshot: the first chunk the session
+ * reads of any ring of that process does.
+ */
+static void chunk_maps(struct ring_state *r, struct chunk *c)
+{
+    struct block_table *bt = r->bt;
+
+    c->maps_pos = bt && bt->maps ? maps__used(bt->maps) : 0;
+    c->snapshot = bt && bt->maps && !__atomic_exchange_n(&bt->snapshot_taken, 1, __ATOMIC_RELAXED);
+}
+
 /* A lossy ring ended: what the producer took after its last span, as a
  * chunk of one LOST record. Reader thread. */
 static void lost_at_end(struct ring_state *r)
@@ -505,6 +519,7 @@ static void lost_at_end(struct ring_state *r)
     c->ring = r;
     c->ord.ring = &r->ord;
     c->ord.seq = r->seq++;
+    chunk_maps(r, c);
     workq__push(&s->wq, c);
 }
 
@@ -557,6 +572,7 @@ static int read_chunk(struct ring_state *r)
     c->ring = r;
     c->ord.ring = &r->ord;
     c->ord.seq = r->seq++;
+    chunk_maps(r, c);
     workq__push(&s->wq, c);
     return 0;
 }

@@ -2,9 +2,9 @@
 /*
  * sluice.c — the `sluice` command.
  *
- *   sluice run [--filter F] [--set NAME=VALUE]... [--tool T] [--json] [-o FILE]
- *              [--workers N] [--wait-attach N] -- PROGRAM [ARGS]
- *   sluice attach PID [--tool T] [--json] [-o FILE] [--workers N] [--lossy]
+ *   sluice run [--filter F] [--set NAME=VALUE]... [--tool T] [--json] [--maps]
+ *              [-o FILE] [--workers N] [--wait-attach N] -- PROGRAM [ARGS]
+ *   sluice attach PID [--tool T] [--json] [--maps] [-o FILE] [--workers N] [--lossy]
  *   sluice ls [--json]
  *
  * Main thread: parses arguments, finds qemu-<arch> and the jitter, checks
@@ -46,6 +46,7 @@
 struct run_args {
     const struct tool *tool;
     int json;
+    int maps; /* --maps */
     const char *out;
     unsigned workers;
     unsigned wait_attach; /* run --wait-attach N */
@@ -58,8 +59,10 @@ struct run_args {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: sluice run [--filter F] [--set NAME=VALUE]... [--tool T] [--json]\n"
-               "                  [-o FILE] [--workers N] [--wait-attach N] -- PROGRAM [ARGS...]\n"
-               "       sluice attach PID [--tool T] [--json] [-o FILE] [--workers N] [--lossy]\n"
+               "                  [--maps] [-o FILE] [--workers N] [--wait-attach N]\n"
+               "                  -- PROGRAM [ARGS...]\n"
+               "       sluice attach PID [--tool T] [--json] [--maps] [-o FILE] [--workers N]\n"
+               "                  [--lossy]\n"
                "       sluice ls [--json]\n"
                "  --filter F   decide what to trace with a BPF filter: F.bpf.o (clang -O2 -g\n"
                "               -target bpf), or F.c, compiled with clang (see filters/)\n"
@@ -69,6 +72,9 @@ static void usage(FILE *f)
                "               order-sensitive checksum of each thread's PCs, one callback per\n"
                "               PC) or pcsum-batch (the same sum, PCs taken in runs)\n"
                "  --json       stats or pcsum as one JSON object on one line\n"
+               "  --maps       dump: also the guest's mapping changes (the map at the start,\n"
+               "               then mmap, munmap, mprotect, mremap) and each instruction's\n"
+               "               file and file offset\n"
                "  -o FILE      write the tool's output to FILE (default: stderr)\n"
                "  --workers N  decoding threads (default: online CPUs)\n"
                "  --wait-attach N  hold the guest before its first instruction until N more\n"
@@ -165,6 +171,8 @@ static int parse_args(int argc, char **argv, struct run_args *a, int attach)
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) {
             a->json = 1;
+        } else if (strcmp(argv[i], "--maps") == 0) {
+            a->maps = 1;
         } else if (attach && strcmp(argv[i], "--lossy") == 0) {
             a->lossy = 1;
         } else if ((v = opt_value(argc, argv, &i, "--tool"))) {
@@ -196,6 +204,9 @@ static int parse_args(int argc, char **argv, struct run_args *a, int attach)
     }
     if (a->json && a->tool == &tool_dump) {
         return usage_error("%s", "--json goes with --tool stats, pcsum or pcsum-batch");
+    }
+    if (a->maps && a->tool != &tool_dump) {
+        return usage_error("%s", "--maps goes with --tool dump");
     }
     if (attach) {
         long n = pid ? number(pid, 1, INT32_MAX) : -1;
@@ -394,6 +405,7 @@ static int cmd_run(int argc, char **argv)
         return 2;
     }
     env.json = a.json;
+    env.maps = a.maps;
     if (a.out && !(env.out = fopen(a.out, "we"))) {
         fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
         filter_arg_cleanup(&a.filter);
@@ -506,6 +518,7 @@ static int cmd_attach(int argc, char **argv)
         return rc;
     }
     env.json = a.json;
+    env.maps = a.maps;
     if (a.out && !(env.out = fopen(a.out, "we"))) {
         fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
         return 2;

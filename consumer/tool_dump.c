@@ -9,6 +9,17 @@
  *   <tid> PRINTK <text>        (a filter's message; non-printable bytes as '.',
  *                               cut at 96 bytes with "...")
  *
+ * With --maps, EXEC lines end in " <file>@0x<file offset>" (the file's last
+ * path component; "[anon]" for anonymous memory, "[?]" if no mapping is
+ * known) and the guest's mapping changes are lines of their own:
+ *   <tid> MAPPED 0x<start> len=0x<len> prot=<rwx> off=0x<off> base=0x<base> <path>
+ *                               (the snapshot: the map when the stream starts)
+ *   <tid> MMAP 0x<start> len=0x<len> prot=<rwx> off=0x<off> base=0x<base> <path>
+ *   <tid> MUNMAP 0x<start> len=0x<len>
+ *   <tid> MPROTECT 0x<start> len=0x<len> prot=<rwx>
+ *   <tid> MREMAP 0x<start> len=0x<len> from=0x<old start> old_len=0x<old len> off=0x<off> <path>
+ * (<path> "[anon]" for anonymous memory; cut to its last 120 bytes).
+ *
  * Hex is lowercase and unpadded, sizes are in bytes, values are masked to
  * the access size. Other tests parse this format: change it only with them.
  *
@@ -42,12 +53,14 @@ static struct {
     char buf[4 << 20];
 } out;
 
-/* The longest line is about 100 bytes ("4294967295 WRITE16 0x<14> addr=0x<16> val=0x<16>:<16>\n").
- */
+/* The longest line is about 100 bytes ("4294967295 WRITE16 0x<14> addr=0x<16> val=0x<16>:<16>\n");
+ * with --maps, about 240 (an MREMAP line with its path cut to 120 bytes). */
 struct line {
     uint32_t len;
-    char text[124];
+    char text[]; /* LINE_BYTES or LINE_MAPS_BYTES in all */
 };
+#define LINE_BYTES 128u
+#define LINE_MAPS_BYTES 256u
 
 static char *put_str(char *p, const char *s)
 {
@@ -120,6 +133,92 @@ static int on_exec(void *user, const struct sluice_thread_info *t, uint64_t pc, 
     p = put_dec(l->text, t->tid);
     p = put_str(p, " EXEC ");
     return finish(l, put_hex(p, pc));
+}
+
+/* The last @p max bytes of @p s. */
+static char *put_tail(char *p, const char *s, size_t max)
+{
+    size_t n = strlen(s);
+
+    return put_str(p, n > max ? s + n - max : s);
+}
+
+static char *put_path(char *p, const char *path)
+{
+    return put_tail(p, path ? path : "[anon]", 120);
+}
+
+static char *put_prot(char *p, uint32_t prot)
+{
+    *p++ = prot & 1 ? 'r' : '-';
+    *p++ = prot & 2 ? 'w' : '-';
+    *p++ = prot & 4 ? 'x' : '-';
+    return p;
+}
+
+/* --maps: EXEC lines name the file and file offset of their pc. */
+static int on_exec_maps(void *user, const struct sluice_thread_info *t, uint64_t pc, void *item)
+{
+    struct line *l = item;
+    struct sluice_module m;
+    const char *name;
+    char *p;
+
+    if (!on_exec(user, t, pc, item)) {
+        return 0;
+    }
+    p = l->text + l->len - 1; /* over the newline */
+    *p++ = ' ';
+    if (sluice_map__at(t, pc, &m) < 0) {
+        p = put_str(p, "[?]");
+    } else if (!m.path) {
+        p = put_str(p, "[anon]");
+    } else {
+        name = strrchr(m.path, '/');
+        p = put_tail(p, name ? name + 1 : m.path, 80);
+        *p++ = '@';
+        p = put_hex(p, m.offset);
+    }
+    return finish(l, p);
+}
+
+static int on_mmap(void *user, const struct sluice_thread_info *t, const struct sluice_map *m,
+                   void *item)
+{
+    static const char *const kind[] = {"?", " MMAP ", " MUNMAP ", " MPROTECT ", " MREMAP "};
+    struct line *l = item;
+    char *p;
+
+    (void)user;
+    if (dropping()) {
+        return 0;
+    }
+    p = put_dec(l->text, t->tid);
+    p = put_str(p, m->snapshot ? " MAPPED " : kind[m->kind <= 4 ? m->kind : 0]);
+    p = put_hex(p, m->start);
+    p = put_str(p, " len=");
+    p = put_hex(p, m->len);
+    if (m->kind == SLUICE_MAP_MMAP || m->kind == SLUICE_MAP_MPROTECT) {
+        p = put_str(p, " prot=");
+        p = put_prot(p, m->prot);
+    }
+    if (m->kind == SLUICE_MAP_MREMAP) {
+        p = put_str(p, " from=");
+        p = put_hex(p, m->old_start);
+        p = put_str(p, " old_len=");
+        p = put_hex(p, m->old_len);
+    }
+    if (m->kind == SLUICE_MAP_MMAP || m->kind == SLUICE_MAP_MREMAP) {
+        p = put_str(p, " off=");
+        p = put_hex(p, m->offset);
+        if (m->kind == SLUICE_MAP_MMAP) {
+            p = put_str(p, " base=");
+            p = put_hex(p, m->base);
+        }
+        *p++ = ' ';
+        p = put_path(p, m->path);
+    }
+    return finish(l, p);
 }
 
 static int on_mem(const struct sluice_thread_info *t, const struct sluice_mem *m, void *item)
@@ -262,8 +361,9 @@ static void setup(struct tool_env *env, struct sluice_callbacks *cb)
     out.fd = fileno(env->out);
     out.truncatable = env->out != stderr && fstat(out.fd, &st) == 0 && S_ISREG(st.st_mode);
     cb->user = env;
-    cb->item_size = sizeof(struct line);
-    cb->exec = on_exec;
+    cb->item_size = env->maps ? LINE_MAPS_BYTES : LINE_BYTES;
+    cb->exec = env->maps ? on_exec_maps : on_exec;
+    cb->mmap = env->maps ? on_mmap : NULL;
     cb->read = on_read;
     cb->write = on_read; /* on_mem tells loads from stores */
     cb->lost = on_lost;

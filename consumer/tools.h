@@ -16,6 +16,7 @@
 struct tool_env {
     FILE *out;                /**< where the tool writes (-o FILE, else stderr) */
     int json;                 /**< --json */
+    int maps;                 /**< --maps (dump: mapping events, and each EXEC's file and offset) */
     const char *name;         /**< what out is, for messages: FILE, or "stderr" */
     struct rusage qemu_usage; /**< QEMU's resource use (and its reaped children's), set before
                                  report() */

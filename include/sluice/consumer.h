@@ -33,6 +33,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sluice/record.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -65,6 +66,38 @@ struct sluice_mem {
     uint64_t value_hi; /**< high 8 bytes when size is 16, else 0 */
     uint32_t size;     /**< bytes: 1, 2, 4, 8 or 16 */
     uint32_t is_write; /**< 1 store, 0 load */
+};
+
+/**
+ * A change of the guest's mappings (an `mmap` event), as QEMU made it
+ * (linux-user/mmap.c: target_mmap, target_munmap, target_mprotect,
+ * target_mremap). Kinds are enum sluice_map_kind of <sluice/record.h>.
+ */
+struct sluice_map {
+    uint32_t kind;      /**< SLUICE_MAP_MMAP, _MUNMAP, _MPROTECT or _MREMAP */
+    uint32_t prot;      /**< PROT_READ 1 | PROT_WRITE 2 | PROT_EXEC 4 (mmap, mprotect; mremap: 0) */
+    uint64_t start;     /**< guest address of the range (mremap: where it is now) */
+    uint64_t len;       /**< bytes, as the guest asked (the kernel maps whole pages) */
+    uint64_t offset;    /**< file offset of `start` (a file's mmap or mremap), else 0 */
+    uint64_t base;      /**< lowest guest address the file is mapped at (its module base) */
+    uint64_t old_start; /**< mremap: where the mapping was */
+    uint64_t old_len;   /**< mremap: its bytes there */
+    uint32_t image;     /**< the file's id in its process (0 the main executable), or
+                             SLUICE_MAP_ANON for anonymous memory and non-mapping events */
+    uint32_t snapshot;  /**< 1: part of the map at the stream's start, not a change */
+    const char *path;   /**< the file's path as the guest's QEMU saw it, or NULL; valid during
+                             the call; also through sluice_map__at(), as long as the session */
+};
+
+/** The mapping that held an address (sluice_map__at()). */
+struct sluice_module {
+    uint64_t start;  /**< guest range of the mmap (or mremap) that made it ... */
+    uint64_t end;    /**< ... up to here, exclusive (parts may have been unmapped since) */
+    uint64_t offset; /**< file offset of the address asked about; 0 for anonymous memory */
+    uint64_t base;   /**< lowest guest address of the file (module base); 0 for anonymous */
+    uint32_t prot;   /**< PROT_* bits the address had */
+    uint32_t image; /**< the file's id in its process (0 the main executable), or SLUICE_MAP_ANON */
+    const char *path; /**< the file's path, or NULL for anonymous memory; valid for the session */
 };
 
 /**
@@ -133,7 +166,34 @@ struct sluice_callbacks {
      * hand one summary per chunk to `trace`, instead of an item per event.
      */
     int (*chunk_end)(void *user, const struct sluice_thread_info *t, void *item);
+    /**
+     * Worker thread: thread @p t changed a mapping (mmap, munmap, mprotect,
+     * mremap), here in its stream: after the records of what ran before
+     * the syscall, before those of what ran after. At the start of the
+     * stream of the first thread a session reads of each process, first a
+     * snapshot: one event with `snapshot` set per mapping the process had
+     * then (the program and its interpreter as QEMU loaded them included),
+     * by address. So every change a session can see comes exactly once:
+     * in the snapshot or as an event. Other threads' streams do not carry
+     * it; sluice_map__at() answers for any event of any thread.
+     */
+    int (*mmap)(void *user, const struct sluice_thread_info *t, const struct sluice_map *m,
+                void *item);
 };
+
+/**
+ * Which mapping held guest address @p addr when the event being delivered
+ * ran: call it from a worker callback (exec, exec_batch, read, write, mmap)
+ * for an address of @p t's process. Exact for the PCs of exec events (the
+ * map at the time their block was translated, which cannot change while
+ * it runs); for a data address, or an instruction traced one record per
+ * instruction (SLUICE_ENCODING=insn), the map as it was when the chunk was
+ * read (at most 256 KiB of records later), where no block says better.
+ * @return 0 with @p out filled; -ENOENT (nothing mapped there then, or the
+ *         process's module log was full: its jitter said so on stderr);
+ *         -EINVAL (not inside a worker callback of this session).
+ */
+int sluice_map__at(const struct sluice_thread_info *t, uint64_t addr, struct sluice_module *out);
 
 /** Options; fields added later keep the old behaviour when zero. */
 struct sluice_consumer_opts {

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/**
+ * @file maps.h
+ * @brief The consumer's reading of a process's module log (record.h,
+ *        format 8): the entries parsed once, the map at any position, and
+ *        which mapping held an address at a position.
+ *
+ * One per block table (block_table.h), made when the table is mapped, freed
+ * with it. The log is shared with a producer that may be buggy or hostile:
+ * each entry is copied out of it once, checked, and only the copy is read
+ * (its path included). Parsed entries are never moved or freed while the
+ * table lives, so workers read them without a lock once they see their
+ * count (acquire); parsing more takes the lock. Any thread.
+ */
+#ifndef SLUICE_MAPS_H
+#define SLUICE_MAPS_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "sluice/consumer.h"
+#include "sluice/record.h"
+
+/** One parsed entry. */
+struct maps_entry {
+    uint64_t at;               /**< its position (byte offset in the log) */
+    uint64_t end;              /**< the position after it */
+    struct sluice_map_entry e; /**< the checked copy */
+    char *path;                /**< NUL-terminated copy, NULL if path_len is 0 */
+};
+
+/** Entries per block of the parsed array. */
+#define MAPS_BLOCK 4096u
+/** Most blocks: enough for a 16 MiB log of 64-byte entries. */
+#define MAPS_BLOCKS 64u
+
+/** A process's module log, parsed as far as read. Fields are private. */
+struct maps {
+    const uint8_t *log;      /**< the shared log (read-only mapping) */
+    uint64_t capacity;       /**< its checked capacity in bytes */
+    const uint64_t *used;    /**< the producer's maps_used */
+    const uint64_t *dropped; /**< the producer's maps_dropped */
+    pthread_mutex_t lock;    /**< parsing */
+    uint64_t parsed;         /**< bytes parsed (the end of the last entry) */
+    uint64_t n;              /**< entries parsed (release-stored) */
+    struct maps_entry *block[MAPS_BLOCKS];
+    char bad[160]; /**< set once: why parsing stopped */
+};
+
+/**
+ * Start reading a log of @p capacity bytes at @p log whose used and
+ * dropped counters are at @p used and @p dropped. @p m is zeroed first.
+ */
+void maps__init(struct maps *m, const uint8_t *log, uint64_t capacity, const uint64_t *used,
+                const uint64_t *dropped);
+
+/** Free what maps__init() and parsing made. */
+void maps__destroy(struct maps *m);
+
+/** The producer's maps_used now (acquire), clamped to the capacity. Any thread. */
+uint64_t maps__used(const struct maps *m);
+
+/**
+ * Parse the entries below position @p upto (clamped to what is published).
+ * @return entries parsed in all (those below a bad entry, which stops it:
+ *         maps__bad() says why).
+ */
+uint64_t maps__sync(struct maps *m, uint64_t upto);
+
+/** The entry that starts at position @p at (parsing up to it), or NULL. */
+const struct maps_entry *maps__entry_at(struct maps *m, uint64_t at);
+
+/**
+ * The mapping that held guest address @p addr in the map at position
+ * @p pos (the entries below it), as sluice_map__at() describes it.
+ * @return 0, or -ENOENT (nothing mapped there, or not logged).
+ */
+int maps__lookup(struct maps *m, uint64_t pos, uint64_t addr, struct sluice_module *out);
+
+/**
+ * Call @p fn for each mapping of the map at position @p pos, by address:
+ * a SLUICE_MAP_MMAP event with `snapshot` set (pieces of one mmap left by
+ * later munmaps and mprotects come as pieces).
+ * @return 0, or -ENOMEM.
+ */
+int maps__snapshot(struct maps *m, uint64_t pos, void (*fn)(void *arg, const struct sluice_map *e),
+                   void *arg);
+
+/** Fill the public event for entry @p x. */
+void maps__event(const struct maps_entry *x, struct sluice_map *out);
+
+/** Why parsing stopped at a bad entry, or "" . */
+const char *maps__bad(const struct maps *m);
+
+#endif /* SLUICE_MAPS_H */
