@@ -82,6 +82,20 @@ Cases (one meson test each, on every architecture unless said otherwise):
             load if it failed); the tries that took and failed equal the guest's
             counts (a failed try in parallel mode was traced storing a value memory
             never held: qemu-patch 0031).
+  maps      the module map (`dump --maps`): the guest maps pages of a file it
+            wrote (each starts with a copy of leaf()), runs the copy (and a second
+            thread runs it), mprotects, unmaps, maps another page of the file at the
+            same address, runs it, mremaps it elsewhere, runs it, runs a copy in
+            anonymous memory, unmaps all, printing each change and each run of
+            calls. Both encodings: its changes are, in order, among its thread's
+            mapping events, with the guest's start, length, protection, file
+            offset and file; the snapshot at the start maps every PT_LOAD of the
+            program as binutils' readelf says; every executed pc of the program
+            resolves to the file offset readelf's program headers give. Block
+            encoding (exact by design, record.h): every pc resolves, and the runs
+            of calls resolve to the file and offset the guest mapped there then,
+            for both threads (the same code at the same address from pages 1 and
+            3: a descriptor lifted before the unmap must not be reused after).
 
   trust.py CASE --sluice build/consumer/sluice --plugin build/tests/e2e/libreftrace.so
            --guests build/tests/e2e --filters build/filters
@@ -902,10 +916,153 @@ def fsize_silent(c):
     c.report("fsize silent lossy consumer", problems, "guest done in %.1f s, %s"
              % (took, figures))
 
+def program_loads(arch, prog):
+    """[(vaddr, memsz, offset, executable)] of prog's PT_LOAD headers, as readelf says."""
+    out = subprocess.run([BINUTILS[arch] + "readelf", "-lW", prog], stdout=subprocess.PIPE,
+                         check=True, text=True).stdout
+    loads = []
+    for m in re.finditer(r"^\s*LOAD\s+0x([0-9a-f]+) 0x([0-9a-f]+) 0x[0-9a-f]+ 0x[0-9a-f]+ "
+                         r"0x([0-9a-f]+) ([RWE ]+?)\s+0x", out, re.M):
+        loads.append((int(m.group(2), 16), int(m.group(3), 16), int(m.group(1), 16),
+                      "E" in m.group(4)))
+    if not loads:
+        common.fail("%s: readelf shows no LOAD header" % prog)
+    return loads
+
+
+MAP_LINE = re.compile(r"^(\d+) (MAPPED|MMAP|MUNMAP|MPROTECT|MREMAP) 0x([0-9a-f]+) len=0x([0-9a-f]+)"
+                      r"(?: prot=([-r][-w][-x]))?(?: from=0x([0-9a-f]+) old_len=0x([0-9a-f]+))?"
+                      r"(?: off=0x([0-9a-f]+))?(?: base=0x[0-9a-f]+)?(?: (.*))?$")
+EXEC_LINE = re.compile(r"^(\d+) EXEC 0x([0-9a-f]+) (\S+)$")
+
+
+def prot_bits(text):
+    return sum(b for ch, b in zip(text, (1, 2, 4)) if ch != "-")
+
+
+def guest_changes(out, code):
+    """The guest's own changes and runs of calls, from its stdout."""
+    changes, calls = [], []
+    for line in out.decode().splitlines():
+        f = line.split()
+        if f[0] == "mmap":
+            anon = int(f[4], 16) == (1 << 64) - 1 or int(f[4], 16) == (1 << 32) - 1
+            changes.append(("MMAP", int(f[1], 16), int(f[2], 16), int(f[3]),
+                            None if anon else int(f[4], 16), "[anon]" if anon else code))
+        elif f[0] == "munmap":
+            changes.append(("MUNMAP", int(f[1], 16), int(f[2], 16), None, None, None))
+        elif f[0] == "mprotect":
+            changes.append(("MPROTECT", int(f[1], 16), int(f[2], 16), int(f[3]), None, None))
+        elif f[0] == "mremap":
+            changes.append(("MREMAP", int(f[1], 16), int(f[2], 16), (int(f[3], 16), int(f[4], 16)),
+                            None, code))
+        elif f[0] == "call":
+            off = int(f[3], 16)
+            anon = off in ((1 << 64) - 1, (1 << 32) - 1)
+            calls.append((int(f[1], 16), int(f[2], 16), None if anon else off, len(f) > 4))
+    return changes, calls
+
+
+def check_maps(c, enc, dump, out, code, loads):
+    """The problems of one `dump --maps` run, and its figures."""
+    changes, calls = guest_changes(out, code)
+    prog = os.path.realpath(c.prog)
+    problems, events, mapped, main = [], [], [], None
+    execs = collections.Counter()  # (tid, pc, where)
+    with open(dump, errors="replace") as f:
+        for line in f:
+            m = EXEC_LINE.match(line)
+            if m:
+                execs[(m.group(1), int(m.group(2), 16), m.group(3))] += 1
+                continue
+            m = MAP_LINE.match(line.rstrip("\n"))
+            if not m:
+                continue
+            main = main or m.group(1)
+            if m.group(1) != main:
+                continue
+            kind, start, size = m.group(2), int(m.group(3), 16), int(m.group(4), 16)
+            prot = prot_bits(m.group(5)) if m.group(5) else None
+            off = int(m.group(8), 16) if m.group(8) else None
+            if kind == "MAPPED":
+                mapped.append((start, size, prot, off, m.group(9)))
+            elif kind == "MREMAP":
+                events.append((kind, start, size, (int(m.group(6), 16), int(m.group(7), 16)),
+                               None, m.group(9)))
+            else:
+                file_ = m.group(9) if kind == "MMAP" else None
+                events.append((kind, start, size, prot,
+                               off if file_ not in (None, "[anon]") else None, file_))
+    # The guest's changes, in order, among its thread's events.
+    j = 0
+    for e in events:
+        if j < len(changes) and e == changes[j]:
+            j += 1
+    if j < len(changes):
+        problems.append("the guest's change %r is not among its thread's mapping events (after "
+                        "%d of %d found); events were %r" % (changes[j], j, len(changes),
+                                                             events[-12:]))
+    # The snapshot maps the program as readelf says.
+    for vaddr, memsz, offset, ex in loads:
+        if not any(s <= vaddr < s + n and path == prog and o + (vaddr - s) == offset
+                   and (not ex or p & 4) for s, n, p, o, path in mapped):
+            problems.append("no MAPPED line maps %s's LOAD at 0x%x (file offset 0x%x%s): %r"
+                            % (prog, vaddr, offset, ", executable" if ex else "", mapped[:6]))
+    # Every executed pc of the program: the file offset readelf's headers give.
+    name = os.path.basename(prog)
+    wrong, unknown, seen = [], 0, 0
+    for (tid, pc, where), n in execs.items():
+        if where == "[?]":
+            unknown += 1
+        seg = [(v, o) for v, size, o, ex in loads if ex and v <= pc < v + size]
+        if seg:
+            seen += 1
+            want = "%s@0x%x" % (name, seg[0][1] + pc - seg[0][0])
+            if where != want:
+                wrong.append((hex(pc), where, want))
+    if wrong:
+        problems.append("%d pcs of the program resolve wrongly, e.g. (pc, dump, readelf) %r"
+                        % (len(wrong), wrong[:3]))
+    if enc == "block":
+        if unknown:
+            problems.append("%d executed pcs resolve to no mapping" % unknown)
+        # Each run of calls: its entry pc, in the file at the offset mapped there then.
+        want = collections.Counter()
+        for addr, n, off, thread in calls:
+            where = "[anon]" if off is None else "%s@0x%x" % (os.path.basename(code), off)
+            want[(thread, addr, where)] += n
+        got = collections.Counter()
+        for (tid, pc, where), n in execs.items():
+            if any(pc == addr for addr, _, _, _ in calls):
+                got[(tid != main, pc, where)] += n
+        if got != want:
+            problems.append("calls of the copies resolve as %r; the guest made %r"
+                            % (sorted(got.items()), sorted(want.items())))
+    return problems, "%d changes in order, %d MAPPED, %d program pcs at readelf's offsets" % (
+        len(changes), len(mapped), seen)
+
+
+def case_maps(c):
+    loads = program_loads(c.arch, c.prog)
+    for enc in ("block", "insn"):
+        dump = c.path("maps-%s.dump" % enc)
+        ctr = c.path("maps-%s.ctr" % enc)
+        rc, out, err = common.run(common.cmd_sluice(c.args.sluice, "dump", dump, c.prog,
+                                                    ["maps", ctr, "200"], extra=["--maps"]),
+                                  extra_env={"SLUICE_ENCODING": enc})
+        if rc != 0:
+            c.report("maps %s" % enc, ["sluice %s, stdout %r, stderr %r"
+                                       % (describe(rc), out[-200:], err[-400:])], "")
+            continue
+        problems, figures = check_maps(c, enc, dump, out, os.path.realpath(ctr + ".code"), loads)
+        c.report("maps %s" % enc, problems, figures)
+        c.done("maps-%s" % enc)
+
+
 CASES = {"exec": case_exec, "exit": case_exit, "kill": case_kill, "closefds": case_closefds,
          "threads": case_threads, "churn": case_churn, "environ": case_environ,
          "bytes": case_bytes, "fsize": case_fsize, "retry": case_retry,
-         "helpers": case_helpers, "cas": case_cas}
+         "helpers": case_helpers, "cas": case_cas, "maps": case_maps}
 
 
 def main():

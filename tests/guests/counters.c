@@ -53,6 +53,15 @@
  *   mopsfault         (aarch64) a MOPS copy (cpyf*) of 300 bytes to 96 bytes before a
  *                     PROT_NONE page; the SIGSEGV handler prints how many bytes arrived
  *                     and exits 3
+ *   maps N            mapping changes around code that runs: FILE.code gets 4 pages, each
+ *                     starting with a copy of leaf(); the guest maps pages 1-2 of it, calls
+ *                     the copy N times (and a second thread N times), mprotects, unmaps,
+ *                     maps page 3 at the same address, calls it, mremaps it elsewhere,
+ *                     calls it, copies leaf() to anonymous memory and calls it; it prints
+ *                     each change ("mmap START LEN PROT OFF", OFF -1 if anonymous;
+ *                     "munmap START LEN"; "mprotect START LEN PROT"; "mremap START LEN
+ *                     OLD_START OLD_LEN") and each run of calls ("call ADDR N OFF"), all in
+ *                     hex but PROT, the ground truth of the module map (trust.py maps)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -865,6 +874,113 @@ static int mode_cas(void)
 }
 #endif
 
+/* A leaf function with no data and no call: its bytes run anywhere (mode maps). */
+__attribute__((noipa, aligned(64))) unsigned long leaf(unsigned long x)
+{
+    return x * 3 + 1;
+}
+
+typedef unsigned long (*leaf_fn)(unsigned long);
+
+/* Call the copy of leaf() at @p code rounds times; print the run with the file offset @p off. */
+static void call_copy(void *code, long off, const char *who)
+{
+    leaf_fn f = (leaf_fn)code;
+
+    for (unsigned long i = 0; i < rounds; i++) {
+        if (f(i) != i * 3 + 1) {
+            die("a copy of leaf() computed something else");
+        }
+    }
+    printf("call %lx %lx %lx%s\n", (unsigned long)code, rounds, (unsigned long)off, who);
+}
+
+static long maps_thread_off; /* the file offset maps_thread's copy comes from */
+
+static void *maps_thread(void *code)
+{
+    call_copy(code, maps_thread_off, " thread");
+    return NULL;
+}
+
+#define LEAF_COPY 256 /* bytes copied: leaf() and what follows it, never run */
+
+static void *must_map(void *at, size_t len, int prot, int flags, int fd, off_t off)
+{
+    void *p = mmap(at, len, prot, flags, fd, off);
+
+    if (p == MAP_FAILED) {
+        die("mmap");
+    }
+    printf("mmap %lx %lx %d %lx\n", (unsigned long)p, (unsigned long)len, prot,
+           fd < 0 ? -1ul : (unsigned long)off);
+    return p;
+}
+
+static void must_unmap(void *at, size_t len)
+{
+    if (munmap(at, len) != 0) {
+        die("munmap");
+    }
+    printf("munmap %lx %lx\n", (unsigned long)at, (unsigned long)len);
+}
+
+static int mode_maps(const char *file)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char path[4096], *buf = calloc(4, page);
+    pthread_t t;
+    uint8_t *a, *b, *c;
+    int fd;
+
+    snprintf(path, sizeof(path), "%s.code", file);
+    fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || !buf) {
+        die(path);
+    }
+    for (int k = 0; k < 4; k++) {
+        memcpy(buf + k * page, (const void *)leaf, LEAF_COPY);
+    }
+    if (write(fd, buf, 4 * page) != (ssize_t)(4 * page)) {
+        die("write");
+    }
+    /* Pages 1-2 of the file, run by this thread and another. */
+    a = must_map(NULL, 2 * page, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, (off_t)page);
+    call_copy(a, (long)page, "");
+    maps_thread_off = (long)page;
+    if (pthread_create(&t, NULL, maps_thread, a) != 0) {
+        die("pthread_create");
+    }
+    pthread_join(t, NULL);
+    if (mprotect(a + page, page, PROT_READ) != 0) {
+        die("mprotect");
+    }
+    printf("mprotect %lx %lx %d\n", (unsigned long)(a + page), (unsigned long)page, PROT_READ);
+    /* The same address, another page of the file: the same code at another offset. */
+    must_unmap(a, 2 * page);
+    must_map(a, page, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, fd, (off_t)(3 * page));
+    call_copy(a, (long)(3 * page), "");
+    /* Moved over an anonymous mapping. */
+    b = must_map(NULL, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mremap(a, page, page, MREMAP_MAYMOVE | MREMAP_FIXED, b) != b) {
+        die("mremap");
+    }
+    printf("mremap %lx %lx %lx %lx\n", (unsigned long)b, (unsigned long)page, (unsigned long)a,
+           (unsigned long)page);
+    call_copy(b, (long)(3 * page), "");
+    /* Anonymous code. */
+    c = must_map(NULL, page, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                 0);
+    memcpy(c, (const void *)leaf, LEAF_COPY);
+    __builtin___clear_cache((char *)c, (char *)c + LEAF_COPY);
+    call_copy(c, -1, "");
+    must_unmap(b, page);
+    must_unmap(c, page);
+    close(fd);
+    free(buf);
+    return 0;
+}
+
 static char stdout_buf[1 << 16];
 
 int main(int argc, char **argv)
@@ -909,6 +1025,9 @@ int main(int argc, char **argv)
             churn_bumps = strtoul(argv[5], NULL, 0);
         }
         return mode_churn((unsigned)n, argc > 4 ? (unsigned)strtoul(argv[4], NULL, 0) : 0);
+    } else if (strcmp(mode, "maps") == 0) {
+        map_counters(argv[2], 0);
+        return mode_maps(argv[2]);
     } else if (strcmp(mode, "environ") == 0) {
         map_counters(argv[2], 0);
         return mode_environ();
