@@ -601,6 +601,18 @@ static int block_begin(struct decoder *d, size_t i, size_t nw, uint64_t hdr)
     return 0;
 }
 
+/* cb->block for the block just begun (its first instruction ran). */
+static int block_entered(struct decoder *d, void *item)
+{
+    const struct block *b = &d->blk;
+    struct sluice_block sb = {.pc = block__word(b->pcs, 0), .n_insns = b->n, .pcs = b->pcs};
+
+    for (unsigned j = 0; j < b->n; j++) {
+        sb.bytes += (unsigned)(block__word(b->flags, j / 8) >> (j % 8 * 8)) & 0x7f;
+    }
+    return d->cb->block(d->cb->user, d->t, &sb, item);
+}
+
 /* Whether @p pc is one of instructions [from, end) of @p b, or the one a part continues. */
 static int in_block(const struct block *b, uint64_t pc)
 {
@@ -740,7 +752,7 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
     struct decoder d;
 
     if (!cb->exec && !cb->exec_batch && !cb->read && !cb->write && !cb->lost && !cb->message &&
-        !cb->chunk_end && !cb->mmap) {
+        !cb->chunk_end && !cb->mmap && !cb->block) {
         return decode_count(c);
     }
     run.n = 0;
@@ -826,6 +838,10 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
         if (sluice_tag_is_block(tag)) {
             if (block_begin(&d, i, nw, hdr) < 0) {
                 break;
+            }
+            if (cb->block && d.blk.from == 0 && !sluice_block_cont(hdr) &&
+                block_entered(&d, next_item(c, isz, scratch)) && isz) {
+                c->n_items++; /* (one item for the record's own word) */
             }
             i += len;
             if (d.blk.n_slots && (stopped = block_slots(&d, &i, &insns, &records)) != 0) {

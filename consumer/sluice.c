@@ -70,7 +70,8 @@ static void usage(FILE *f)
                "  --tool T     analysis: stats (default; counts per thread), dump (one line\n"
                "               per executed instruction and memory access), pcsum (an\n"
                "               order-sensitive checksum of each thread's PCs, one callback per\n"
-               "               PC) or pcsum-batch (the same sum, PCs taken in runs)\n"
+               "               PC), pcsum-batch (the same sum, PCs taken in runs) or cov\n"
+               "               (the blocks that ran, as a drcov file for Lighthouse: -o FILE)\n"
                "  --json       stats or pcsum as one JSON object on one line\n"
                "  --maps       dump: also the guest's mapping changes (the map at the start,\n"
                "               then mmap, munmap, mprotect, mremap) and each instruction's\n"
@@ -130,6 +131,9 @@ static const struct tool *find_tool(const char *name)
     }
     if (strcmp(name, "pcsum-batch") == 0) {
         return &tool_pcsum_batch;
+    }
+    if (strcmp(name, "cov") == 0) {
+        return &tool_cov;
     }
     return NULL;
 }
@@ -207,6 +211,9 @@ static int parse_args(int argc, char **argv, struct run_args *a, int attach)
     }
     if (a->maps && a->tool != &tool_dump) {
         return usage_error("%s", "--maps goes with --tool dump");
+    }
+    if (a->tool == &tool_cov && !a->out) {
+        return usage_error("%s", "--tool cov writes a binary drcov file: give it -o FILE");
     }
     if (attach) {
         long n = pid ? number(pid, 1, INT32_MAX) : -1;

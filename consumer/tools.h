@@ -45,6 +45,8 @@ struct tool {
 
 /** `dump`: one text line per event, in per-thread program order. */
 extern const struct tool tool_dump;
+/** `cov`: the translated blocks that ran, as a drcov file (-o FILE). */
+extern const struct tool tool_cov;
 /** `stats`: per-thread counts and rates (table, or one JSON line). */
 extern const struct tool tool_stats;
 /** `pcsum`: an order-sensitive checksum of each thread's PCs, through `exec` (one item per PC). */

@@ -222,6 +222,22 @@ static unsigned describe(const struct sluice_lift_block *b, unsigned slots, uint
     return recorded;
 }
 
+/*
+ * Whether an instruction of @p b records its first run (SLUICE_HOOK_ONCE):
+ * then the TB gets a block record all the same, in place of the PAD it
+ * would write, so consumers learn which block ran (`block` callback, drcov)
+ * under a coverage filter too.
+ */
+static int has_once(const struct sluice_lift_block *b)
+{
+    for (unsigned i = 0; i < b->n; i++) {
+        if (b->hook[i] == SLUICE_HOOK_ONCE) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* One word that ends the block before: what follows is not its records. */
 #define END_OF_BLOCK (((uint64_t)SLUICE_TAG_PAD << SLUICE_TAG_SHIFT) | 1)
 
@@ -239,7 +255,7 @@ uint64_t blocks_lift(const struct sluice_lift_block *b)
         return b->records ? END_OF_BLOCK : 0;
     }
     slots = slots_of(b);
-    if (describe(b, slots, w) == 0 && slots == 0) {
+    if (describe(b, slots, w) == 0 && slots == 0 && !has_once(b)) {
         return b->records ? END_OF_BLOCK : 0;
     }
     words = sluice_block_desc_words(w[0]);

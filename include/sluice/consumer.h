@@ -85,8 +85,9 @@ struct sluice_map {
     uint32_t image;     /**< the file's id in its process (0 the main executable), or
                              SLUICE_MAP_ANON for anonymous memory and non-mapping events */
     uint32_t snapshot;  /**< 1: part of the map at the stream's start, not a change */
-    const char *path;   /**< the file's path as the guest's QEMU saw it, or NULL; valid during
-                             the call; also through sluice_map__at(), as long as the session */
+    const char *path;   /**< the file's path as the guest's QEMU saw it, or NULL; valid until
+                             the stream of the thread it came with ends (its `thread` callback
+                             with started 0), so `trace` may still read it */
 };
 
 /** The mapping that held an address (sluice_map__at()). */
@@ -97,7 +98,17 @@ struct sluice_module {
     uint64_t base;   /**< lowest guest address of the file (module base); 0 for anonymous */
     uint32_t prot;   /**< PROT_* bits the address had */
     uint32_t image; /**< the file's id in its process (0 the main executable), or SLUICE_MAP_ANON */
-    const char *path; /**< the file's path, or NULL for anonymous memory; valid for the session */
+    const char *path; /**< the file's path, or NULL for anonymous memory; valid as
+                           sluice_map.path is */
+};
+
+/** A translated block entered at its first instruction (the `block` callback). */
+struct sluice_block {
+    uint64_t pc;         /**< guest address of its first instruction */
+    uint32_t n_insns;    /**< its instructions, 1 to 512 */
+    uint32_t bytes;      /**< bytes of guest code it covers: its instructions' lengths summed */
+    const uint64_t *pcs; /**< its instructions' guest PCs, in the read-only table: valid during the
+                            call, never to be written through (as exec_batch's) */
 };
 
 /**
@@ -179,6 +190,16 @@ struct sluice_callbacks {
      */
     int (*mmap)(void *user, const struct sluice_thread_info *t, const struct sluice_map *m,
                 void *item);
+    /**
+     * Worker thread: thread @p t entered translated block @p b at its first
+     * instruction (record.h: a BLOCK record from 0), before the exec events
+     * of its instructions; a block left early (a fault) still covers all
+     * @p b->bytes. Block encoding only: a stream of one record per
+     * instruction (SLUICE_ENCODING=insn, or a block the full table refused)
+     * has none. With a filter, only blocks that recorded something.
+     */
+    int (*block)(void *user, const struct sluice_thread_info *t, const struct sluice_block *b,
+                 void *item);
 };
 
 /**

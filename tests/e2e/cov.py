@@ -1,0 +1,193 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""cov: `sluice run --tool cov` against DynamoRIO's drcov format and references.
+
+The drcov file is read by a parser written here from the published format
+(`DRCOV VERSION: 2`, a text module table, `BB Table: N bbs`, then N packed
+little-endian {u32 start from the module base; u16 size; u16 module id}),
+sharing no code with sluice. Checks:
+
+  static    each architecture's static `loops` guest, traced in full and with
+            the shipped coverage filter: the bytes the file's blocks cover in
+            the program equal the bytes of the instructions the reference
+            plugin saw run (its EXEC pcs in plain QEMU, each instruction's
+            length from binutils' objdump), and the program's module base is
+            its first PT_LOAD's page (readelf)
+  dynamic   the host's sha256sum (a PIE with shared libraries) with the
+            coverage filter: its modules are the program, ld.so and libc; every
+            block starts on an instruction of its module as objdump shows the
+            file (offset from the base = address for a PIE or a library), lies in
+            an executable PT_LOAD, and the blocks of a full trace cover the same
+            bytes
+
+  cov.py --sluice build/consumer/sluice --plugin build/tests/e2e/libreftrace.so
+         --guests build/tests/e2e --filters build/filters [--arch A]...
+"""
+
+import argparse
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+
+import common
+
+BINUTILS = {"x86_64": "", "aarch64": "aarch64-linux-gnu-", "riscv64": "riscv64-linux-gnu-",
+            "mipsel": "mipsel-linux-gnu-"}
+
+
+def read_drcov(path):
+    """({id: (base, end, path)}, [(module id, start, size)]) of a drcov file, checked."""
+    with open(path, "rb") as f:
+        data = f.read()
+    pos = 0
+
+    def line():
+        nonlocal pos
+        end = data.index(b"\n", pos)
+        text, pos = data[pos:end].decode(), end + 1
+        return text
+
+    if line() != "DRCOV VERSION: 2" or not line().startswith("DRCOV FLAVOR: "):
+        common.fail("%s: not a drcov version 2 file" % path)
+    m = re.match(r"Module Table: version 2, count (\d+)$", line())
+    cols = [c.strip() for c in line().split(":", 1)[1].split(",")]
+    if not m or cols[:3] != ["id", "base", "end"] or cols[-1] != "path":
+        common.fail("%s: bad module table header" % path)
+    mods = {}
+    for _ in range(int(m.group(1))):
+        rec = dict(zip(cols, (x.strip() for x in line().split(",", len(cols) - 1))))
+        mods[int(rec["id"])] = (int(rec["base"], 16), int(rec["end"], 16), rec["path"])
+    m = re.match(r"BB Table: (\d+) bbs$", line())
+    n = int(m.group(1))
+    if pos + 8 * n != len(data):
+        common.fail("%s: %d bbs announced, %d bytes of them" % (path, n, len(data) - pos))
+    bbs = [struct.unpack_from("<IHH", data, pos + 8 * k) for k in range(n)]
+    for start, size, mod in bbs:
+        if mod not in mods:
+            common.fail("%s: a block names module %d, which the table lacks" % (path, mod))
+    return mods, [(mod, start, size) for start, size, mod in bbs]
+
+
+def covered(mods, bbs, path):
+    """Bytes (offsets from the module base) the blocks of module `path` cover."""
+    ids = [i for i, (_, _, p) in mods.items() if p == path]
+    return {start + k for mod, start, size in bbs if mod in ids for k in range(size)}
+
+
+def objdump(arch, prog):
+    """{address: length} of every instruction objdump -d shows in prog."""
+    out = subprocess.run([BINUTILS[arch] + "objdump", "-d", "--insn-width=16", prog],
+                         stdout=subprocess.PIPE, check=True, text=True).stdout
+    insns = {}
+    for m in re.finditer(r"^\s*([0-9a-f]+):\t([0-9a-f ]+?)\s*\t", out, re.M):
+        toks = m.group(2).split()
+        insns[int(m.group(1), 16)] = sum(len(t) // 2 for t in toks)
+    return insns
+
+
+def loads(arch, prog):
+    """[(vaddr, memsz, executable)] of prog's PT_LOAD headers (readelf)."""
+    out = subprocess.run([BINUTILS[arch] + "readelf", "-lW", prog], stdout=subprocess.PIPE,
+                         check=True, text=True).stdout
+    return [(int(m.group(1), 16), int(m.group(2), 16), "E" in m.group(3)) for m in re.finditer(
+        r"^\s*LOAD\s+0x[0-9a-f]+ 0x([0-9a-f]+) 0x[0-9a-f]+ 0x[0-9a-f]+ 0x([0-9a-f]+) ([RWE ]+?)"
+        r"\s+0x", out, re.M)]
+
+
+def cov_run(args, tmp, name, prog, pargs, filt):
+    out = os.path.join(tmp, name + ".drcov")
+    extra = ["--filter", os.path.join(args.filters, "coverage.bpf.o")] if filt else []
+    rc, _, err = common.run(common.cmd_sluice(args.sluice, "cov", out, prog, pargs, extra=extra))
+    if rc != 0:
+        common.fail("%s: sluice exited %d: %r" % (name, rc, err[-400:]))
+    return read_drcov(out)
+
+
+def check_static(args, tmp, arch, problems):
+    prog = os.path.realpath(common.need_file(os.path.join(args.guests, "loops-" + arch),
+                                             "guest loops-" + arch))
+    ref = os.path.join(tmp, "loops-%s.ref" % arch)
+    rc, _, err = common.run(common.cmd_ref(arch, args.plugin, ref, prog, []))
+    if rc != 0:
+        common.fail("%s: the reference run exited %d: %r" % (prog, rc, err[-300:]))
+    lens = objdump(arch, prog)
+    base = min(v for v, _, _ in loads(arch, prog)) & ~0xfff
+    want = set()
+    with open(ref) as f:
+        for m in re.finditer(r"^\d+ EXEC 0x([0-9a-f]+)$", f.read(), re.M):
+            pc = int(m.group(1), 16)
+            want.update(pc - base + k for k in range(lens.get(pc, 1)))
+    os.unlink(ref)
+    for filt in (False, True):
+        what = "%s loops%s" % (arch, " coverage filter" if filt else "")
+        mods, bbs = cov_run(args, tmp, "loops-%s-%d" % (arch, filt), prog, [], filt)
+        got = covered(mods, bbs, prog)
+        bases = [b for b, _, p in mods.values() if p == prog]
+        if bases != [base]:
+            problems.append("%s: the program's module base is %s, readelf's first LOAD page 0x%x"
+                            % (what, [hex(b) for b in bases], base))
+        if got != want:
+            problems.append("%s: %d bytes covered that the reference did not run (e.g. %s), "
+                            "%d it ran not covered (e.g. %s)"
+                            % (what, len(got - want), [hex(base + o) for o in sorted(got - want)[:4]],
+                               len(want - got), [hex(base + o) for o in sorted(want - got)[:4]]))
+        print("%s: %d blocks, %d bytes of the program covered, %d modules" % (
+            what, len(bbs), len(got), len(mods)))
+
+
+def check_dynamic(args, tmp, problems):
+    prog = "/usr/bin/sha256sum"
+    inp = os.path.join(tmp, "input")
+    with open(inp, "wb") as f:
+        f.write(os.urandom(1 << 16))
+    mods, bbs = cov_run(args, tmp, "sha256sum", prog, [inp], True)
+    fmods, full = cov_run(args, tmp, "sha256sum-full", prog, [inp], False)
+    names = sorted(os.path.basename(p) for _, _, p in mods.values())
+    if not any(n == "sha256sum" for n in names) or not any(n.startswith("libc.so") for n in names):
+        problems.append("sha256sum: modules %s lack the program or libc" % names)
+    for mid, (base, end, path) in mods.items():
+        lens, segs = objdump("x86_64", path), loads("x86_64", path)
+        first = min(v for v, _, _ in segs) & ~0xfff
+        bad = [(hex(s), n) for m, s, n in bbs if m == mid and
+               (s + first not in lens or
+                not any(ex and v <= s + first < v + size for v, size, ex in segs))]
+        if bad:
+            problems.append("sha256sum: %d blocks of %s start on no instruction of an executable "
+                            "PT_LOAD (objdump, readelf), e.g. %s" % (len(bad), path, bad[:4]))
+    for _, _, path in mods.values():
+        a, b = covered(mods, bbs, path), covered(fmods, full, path)
+        if a != b:
+            problems.append("sha256sum: %s: the coverage filter covers %d bytes, a full trace %d"
+                            % (path, len(a), len(b)))
+    print("sha256sum: %d blocks in %d modules (%s)" % (len(bbs), len(mods), ", ".join(names)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sluice", required=True)
+    ap.add_argument("--plugin", required=True)
+    ap.add_argument("--guests", required=True)
+    ap.add_argument("--filters", required=True)
+    ap.add_argument("--arch", action="append")
+    args = ap.parse_args()
+    common.qemu_dir()
+    common.need_file(args.sluice, "sluice")
+    common.need_file(args.plugin, "reference plugin")
+    problems = []
+    with tempfile.TemporaryDirectory(prefix="sluice-cov-") as tmp:
+        for arch in args.arch or common.ARCHES:
+            check_static(args, tmp, arch, problems)
+        if not args.arch or "x86_64" in args.arch:
+            check_dynamic(args, tmp, problems)
+    for p in problems:
+        print("FAILED: " + p)
+    if problems:
+        common.fail("cov: %d problems" % len(problems))
+    print("cov: drcov files as the references say")
+
+
+if __name__ == "__main__":
+    main()
