@@ -5,18 +5,32 @@
  *
  *   sluice run --filter range.bpf.o --set lo=0x401000 --set hi=0x402000 -- PROG
  *
+ * With --set in_main=1, lo and hi are offsets from the main executable's
+ * base (its lowest mapped address) and only its code is traced: for a PIE,
+ * the addresses `nm` and `objdump -d` print, wherever it was loaded.
+ *
  * With the defaults (0, 0) the range is empty and nothing is traced.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <sluice/filter.h>
 
-/* Guest virtual addresses; set with --set. */
+/* Guest virtual addresses (or offsets, with in_main); set with --set. */
 const volatile __u64 lo = 0;
 const volatile __u64 hi = 0;
+/* 1: lo and hi are offsets from the main executable's base. */
+const volatile __u64 in_main = 0;
 
 static __always_inline int in_range(__u64 pc)
 {
+    struct sluice_image im;
+
+    if (in_main) {
+        if (sluice_image_of(pc, &im, sizeof(im)) != 0 || im.id != 0) {
+            return 0;
+        }
+        pc = im.offset;
+    }
     return lo <= pc && pc < hi;
 }
 

@@ -255,7 +255,7 @@ uint64_t blocks_lift(const struct sluice_lift_block *b)
         return b->records ? END_OF_BLOCK : 0;
     }
     slots = slots_of(b);
-    if (describe(b, slots, w) == 0 && slots == 0 && !has_once(b)) {
+    if (describe(b, slots, w) == 0 && slots == 0 && !(b->records && has_once(b))) {
         return b->records ? END_OF_BLOCK : 0;
     }
     words = sluice_block_desc_words(w[0]);

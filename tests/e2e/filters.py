@@ -13,6 +13,10 @@ very same execution. What sluice must have written, per filter:
   range       the reference trace restricted to pcs in [lo, hi), in order (the window
               taken in the main executable from a run with lo = hi = 0, which must
               trace nothing)
+  range_main  the same window given as offsets from the main executable's base
+              (--set in_main=1; base from QEMU's `-d page` start_code and readelf):
+              the same events; for the PIE sha256sum the window's start is an
+              instruction address in objdump -d (what nm and objdump print)
   mem_writes  exactly the reference's stores, in order
   main_image  the reference trace restricted to the main executable's code
               ([start_code, end_code) from QEMU's own `-d page` log)
@@ -33,10 +37,13 @@ sluice must still record every pc once.
 import argparse
 import os
 import re
+import subprocess
 import sys
 import tempfile
 
 import common
+
+BINUTILS = {"x86_64": "", "aarch64": "aarch64-linux-gnu-"}
 
 
 def pc_of(ev):
@@ -154,6 +161,51 @@ def check_range(args, tmp, arch, argv):
     return r, n
 
 
+def check_range_main(args, tmp, arch, argv):
+    # The same window as range's, given as offsets from the main executable's
+    # base (--set in_main=1): the reference's events in it, in order. The base
+    # is where QEMU loaded the program (its `-d page` start_code, less its
+    # first executable LOAD's vaddr and page offset, per readelf). For the
+    # PIE sha256sum the offsets are objdump's addresses: the window's first
+    # pc must be an instruction objdump shows at that address.
+    r = Run(args, tmp, arch, argv, "range", sets=("lo=0", "hi=0"), qemu_log="page")
+    code = None if r.problems else main_code(r)
+    if code is None:
+        return r, 0
+    segs = program_loads(arch, argv[0])
+    base = code[0] - min(v for v, ex in segs if ex) + (min(v for v, _ in segs) & ~0xfff)
+    pcs = sorted({pc_of(ev) for evs in r.rt.values() for ev in evs
+                  if ev.startswith("EXEC ") and code[0] <= pc_of(ev) < code[1]})
+    lo, hi = pcs[len(pcs) // 4], pcs[len(pcs) // 2]
+    if arch == "x86_64" and not re.search(r"^\s*%x:\t" % (lo - base), objdump_text(argv[0]),
+                                          re.M):
+        r.problems.append("offset %#x (pc %#x) is no instruction address in objdump -d %s"
+                          % (lo - base, lo, argv[0]))
+        return r, 0
+    r = Run(args, tmp, arch, argv, "range",
+            sets=("lo=%#x" % (lo - base), "hi=%#x" % (hi - base), "in_main=1"))
+    if r.problems:
+        return r, 0
+    n = r.expect(lambda ev: lo <= pc_of(ev) < hi)
+    if n == 0 and not r.problems:
+        r.problems.append("window [%#x, %#x) caught nothing" % (lo - base, hi - base))
+    return r, n
+
+
+def program_loads(arch, prog):
+    """[(vaddr, executable)] of prog's PT_LOAD headers (binutils' readelf)."""
+    out = subprocess.run([BINUTILS[arch] + "readelf", "-lW", prog], stdout=subprocess.PIPE,
+                         check=True, text=True).stdout
+    return [(int(m.group(1), 16), "E" in m.group(2)) for m in re.finditer(
+        r"^\s*LOAD\s+0x[0-9a-f]+ 0x([0-9a-f]+) 0x[0-9a-f]+ 0x[0-9a-f]+ 0x[0-9a-f]+ ([RWE ]+?)\s+0x",
+        out, re.M)]
+
+
+def objdump_text(prog):
+    return subprocess.run(["objdump", "-d", prog], stdout=subprocess.PIPE, check=True,
+                          text=True).stdout
+
+
 def check_mem_writes(args, tmp, arch, argv):
     r = Run(args, tmp, arch, argv, "mem_writes")
     return r, (0 if r.problems else r.expect(lambda ev: ev.startswith("WRITE")))
@@ -257,6 +309,7 @@ def check_sample(args, tmp, arch, argv):
 
 
 CHECKS = {"all": check_all, "pcs": check_pcs, "coverage": check_coverage, "range": check_range,
+          "range_main": check_range_main,
           "mem_writes": check_mem_writes, "main_image": check_main_image,
           "branches": check_branches, "sample": check_sample}
 

@@ -121,14 +121,29 @@ Test(ring_blocks, descriptors_are_shared_and_laid_out, .init = setup)
 Test(ring_blocks, a_tb_without_recorded_instructions_ends_the_block_before, .init = setup)
 {
     uint64_t pc[2] = {PC0, PC0 + 4};
-    uint8_t len[2] = {4, 4}, never[2] = {SLUICE_HOOK_NEVER, SLUICE_HOOK_ONCE};
+    uint8_t len[2] = {4, 4}, never[2] = {SLUICE_HOOK_NEVER, SLUICE_HOOK_NEVER};
     struct sluice_lift_block b = {.n = 2, .pc = pc, .len = len, .hook = never};
     uint64_t pad1 = ((uint64_t)SLUICE_TAG_PAD << SLUICE_TAG_SHIFT) | 1;
 
     cr_assert_eq(blocks_lift(&b), 0, "no record at all: no word");
     b.records = 1;
-    cr_assert_eq(blocks_lift(&b), pad1, "its memory or Once records are not the last block's");
+    cr_assert_eq(blocks_lift(&b), pad1, "its memory records are not the last block's");
     cr_assert_eq(sluice_rec_words(pad1), 1);
+}
+
+Test(ring_blocks, a_tb_with_a_once_instruction_names_its_block, .init = setup)
+{
+    uint64_t pc[2] = {PC0, PC0 + 4}, hdr;
+    uint8_t len[2] = {4, 4}, once[2] = {SLUICE_HOOK_NEVER, SLUICE_HOOK_ONCE};
+    struct sluice_lift_block b = {.n = 2, .pc = pc, .len = len, .hook = once};
+
+    cr_assert_eq(blocks_lift(&b), 0, "a TB that writes no record (its Once answered) has no word");
+    b.records = 1;
+    hdr = blocks_lift(&b);
+    cr_assert_eq(sluice_rec_tag(hdr), SLUICE_TAG_BLOCK, "its block, so consumers know it ran");
+    cr_assert_eq(sluice_block_from(hdr), 0);
+    cr_assert_eq(sluice_block_to(hdr), 2);
+    cr_assert_eq(blocks_recorded(sluice_block_id(hdr), 0, 2), 0, "no exec event of its own");
 }
 
 Test(ring_blocks, a_block_in_flight_is_not_published, .init = setup)
