@@ -60,6 +60,7 @@ struct chunk_resume {
     int in_block;     /**< the decode stopped inside blk */
     int careful;      /**< blk's events may fill the area: room is checked per event */
     uint64_t marked;  /**< the decoder's module log position from MAP records (decode.c) */
+    size_t snap_done; /**< snapshot events delivered by earlier slices */
 };
 
 /** A partial chunk's hand-off (chunk.slice), under chunk.slice_lock. */

@@ -207,9 +207,10 @@ static int decode_map(struct decoder *d, size_t i, uint64_t hdr, void *item)
     return d->cb->mmap(d->cb->user, d->t, &ev, item);
 }
 
-/* The snapshot's events, into the item area (grown for them). */
+/* The snapshot's events, into the item area (grown for them), from event `skip` on. */
 struct snap {
     struct decoder *d;
+    size_t seen, skip;
     int full;
 };
 
@@ -219,8 +220,12 @@ static void snapshot_one(void *arg, const struct sluice_map *e)
     struct chunk *c = sn->d->c;
     size_t isz = sn->d->cb->item_size;
 
-    if (sn->full || (isz && chunk__reserve(c, c->n_items + 1) < 0)) {
-        sn->full = 1; /* more mappings than items_max (32768 at least) */
+    if (sn->full || sn->seen++ < sn->skip) {
+        return;
+    }
+    if (isz && chunk__reserve(c, c->n_items + 1) < 0) {
+        sn->full = 1; /* the rest in the next slice */
+        sn->seen--;
         return;
     }
     if (sn->d->cb->mmap(sn->d->cb->user, sn->d->t, e, next_item(c, isz, sn->d->scratch)) && isz) {
@@ -230,25 +235,29 @@ static void snapshot_one(void *arg, const struct sluice_map *e)
 
 /*
  * Deliver the process's map at its snapshot position, first in the chunk.
- * 0; 1 if the records then do not fit beside its items (the caller stops:
- * they come in a slice of their own); -1 (c->bad) out of memory.
+ * 0; 1 if the area filled first, or the records then do not fit beside
+ * its items (the caller stops: the rest comes in a slice of its own);
+ * -1 (c->bad) out of memory.
  */
 static int snapshot(struct decoder *d)
 {
     struct chunk *c = d->c;
-    struct snap sn = {d, 0};
+    struct snap sn = {d, 0, c->resume.snap_done, 0};
 
-    c->snapshot = 0;
     if (!d->cb->mmap || !c->blocks || !c->blocks->maps) {
+        c->snapshot = 0;
         return 0;
     }
-    if (maps__snapshot(c->blocks->maps, c->blocks->snapshot_at, snapshot_one, &sn) < 0 || sn.full) {
-        snprintf(c->bad_why, sizeof(c->bad_why),
-                 "the module map snapshot: out of memory (or more than %zu mappings)",
-                 c->items_max);
+    if (maps__snapshot(c->blocks->maps, c->blocks->snapshot_at, snapshot_one, &sn) < 0) {
+        snprintf(c->bad_why, sizeof(c->bad_why), "the module map snapshot: out of memory");
         bad_record(c, 0, 0, CHUNK_BAD_MAP);
         return -1;
     }
+    c->resume.snap_done = sn.seen;
+    if (sn.full) {
+        return 1; /* (a slice made at least one item: it began with an empty area) */
+    }
+    c->snapshot = 0;
     /* The invariant at a record boundary: one item per word left still fits. */
     return d->cb->item_size && chunk__reserve(c, c->n_items + 1 + d->nw) < 0;
 }
@@ -296,10 +305,17 @@ int sluice_map__at(const struct sluice_thread_info *t, uint64_t addr, struct slu
     }
     /* A block's PCs: the map it was lifted in, or later (this thread's own changes). */
     pos = d->in_block ? block__maps_pos(d->view, d->blk.id) : 0;
+    if (pos == SLUICE_MAPS_UNLOGGED) {
+        return -ENOENT; /* lifted after the log filled up: the map it knows is not the map */
+    }
     if (pos && maps__lookup(m, pos > d->marked ? pos : d->marked, addr, out) == 0) {
         return 0;
     }
-    return maps__lookup(m, d->in_block ? d->c->maps_pos : map_before_next_change(d), addr, out);
+    pos = d->in_block ? d->c->maps_pos : map_before_next_change(d);
+    if (maps__full(m) && pos >= maps__used(m)) {
+        return -ENOENT; /* (the changes since the log filled up are not in it) */
+    }
+    return maps__lookup(m, pos, addr, out);
 }
 
 /* Hand @p n PCs at @p pcs (n <= RUN_MAX) to cb->exec_batch as one run. */
@@ -779,7 +795,7 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
     current = &d;
     if (c->snapshot && (stopped = snapshot(&d)) != 0) {
         current = NULL;
-        c->partial = stopped > 0; /* resume (all zero) is the chunk's start */
+        c->partial = stopped > 0; /* resume is the chunk's start (and snap_done) */
         return 0;
     }
     if (d.in_block && d.blk.slot < d.blk.n_slots) {

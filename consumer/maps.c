@@ -30,6 +30,11 @@ void maps__init(struct maps *m, const uint8_t *log, uint64_t capacity, const uin
 
 void maps__destroy(struct maps *m)
 {
+    for (uint64_t i = 0; i < m->size_regions; i++) {
+        free(m->regions[i].idx);
+    }
+    free(m->regions);
+    free(m->big.idx);
     for (uint64_t i = 0; i < m->n; i++) {
         free(m->block[i / MAPS_BLOCK][i % MAPS_BLOCK].path);
     }
@@ -44,6 +49,11 @@ uint64_t maps__used(const struct maps *m)
     uint64_t used = m->used ? __atomic_load_n(m->used, __ATOMIC_ACQUIRE) : 0;
 
     return used > m->capacity ? m->capacity : used;
+}
+
+int maps__full(const struct maps *m)
+{
+    return m->dropped && __atomic_load_n(m->dropped, __ATOMIC_RELAXED) != 0;
 }
 
 static struct maps_entry *entry(const struct maps *m, uint64_t i)
@@ -70,6 +80,93 @@ static int check(struct maps *m, const struct sluice_map_entry *e, uint64_t at, 
                  "module log: entry at byte %" PRIu64 ": bad %s (bytes %" PRIu32 ", kind %u)", at,
                  why, e->bytes, e->kind);
         return -1;
+    }
+    return 0;
+}
+
+/* ---- the index by region (lock held) ------------------------------------------- */
+
+static uint64_t mix(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    return k ^ (k >> 33);
+}
+
+/* The list of region @p key, made if @p make (NULL when absent, or without memory). */
+static struct maps_region *region(struct maps *m, uint64_t key, int make)
+{
+    uint64_t i;
+
+    key++;
+    if (make && 2 * (m->n_regions + 1) > m->size_regions) {
+        uint64_t size = m->size_regions ? 2 * m->size_regions : 256;
+        struct maps_region *t = calloc(size, sizeof(*t));
+
+        if (!t) {
+            return NULL;
+        }
+        for (uint64_t k = 0; k < m->size_regions; k++) {
+            if (m->regions[k].key) {
+                for (i = mix(m->regions[k].key) & (size - 1); t[i].key; i = (i + 1) & (size - 1)) {
+                }
+                t[i] = m->regions[k];
+            }
+        }
+        free(m->regions);
+        m->regions = t;
+        m->size_regions = size;
+    }
+    for (i = m->size_regions ? mix(key) & (m->size_regions - 1) : 0;
+         m->size_regions && m->regions[i].key; i = (i + 1) & (m->size_regions - 1)) {
+        if (m->regions[i].key == key) {
+            return &m->regions[i];
+        }
+    }
+    if (!make || !m->size_regions) {
+        return NULL;
+    }
+    m->regions[i].key = key;
+    m->n_regions++;
+    return &m->regions[i];
+}
+
+static int push(struct maps_region *r, uint32_t idx)
+{
+    if (r->n && r->idx[r->n - 1] == idx) {
+        return 0; /* both ranges of an mremap in one region */
+    }
+    if (r->n == r->cap) {
+        uint32_t cap = r->cap ? 2 * r->cap : 8, *p = realloc(r->idx, cap * sizeof(*p));
+
+        if (!p) {
+            return -1;
+        }
+        r->idx = p;
+        r->cap = cap;
+    }
+    r->idx[r->n++] = idx;
+    return 0;
+}
+
+/* Index entry @p idx under each region of [start, start + len). */
+static int index_range(struct maps *m, uint32_t idx, uint64_t start, uint64_t len)
+{
+    uint64_t first = start >> MAPS_REGION_SHIFT, last;
+
+    if (len == 0) {
+        return 0;
+    }
+    last = (start + len - 1) >> MAPS_REGION_SHIFT;
+    if (last - first >= MAPS_REGION_MAX) {
+        return push(&m->big, idx);
+    }
+    for (uint64_t k = first; k <= last; k++) {
+        struct maps_region *r = region(m, k, 1);
+
+        if (!r || push(r, idx) < 0) {
+            return -1;
+        }
     }
     return 0;
 }
@@ -103,6 +200,13 @@ static int parse_one(struct maps *m, uint64_t used)
         x.path[x.e.path_len] = '\0';
     }
     x.end = m->parsed + x.e.bytes;
+    if (index_range(m, (uint32_t)m->n, x.e.start, x.e.len) < 0 ||
+        (x.e.kind == SLUICE_MAP_MREMAP &&
+         index_range(m, (uint32_t)m->n, x.e.old_start, x.e.old_len) < 0)) {
+        free(x.path);
+        snprintf(m->bad, sizeof(m->bad), "module log: out of memory at entry %" PRIu64, m->n);
+        return -1;
+    }
     *entry(m, m->n) = x;
     m->parsed = x.end;
     __atomic_store_n(&m->n, m->n + 1, __ATOMIC_RELEASE);
@@ -167,11 +271,39 @@ static int in(uint64_t addr, uint64_t start, uint64_t len)
     return addr - start < len;
 }
 
-int maps__lookup(struct maps *m, uint64_t pos, uint64_t addr, struct sluice_module *out)
+/* The largest index below @p bound in @p r's list, or -1. */
+static int64_t last_below(const struct maps_region *r, uint64_t bound)
+{
+    uint32_t lo = 0, hi = r ? r->n : 0;
+
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+
+        if (r->idx[mid] < bound) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo ? (int64_t)r->idx[lo - 1] : -1;
+}
+
+/* The newest entry below @p bound that may touch @p addr, or -1 (lock held). */
+static int64_t previous(struct maps *m, uint64_t addr, uint64_t bound)
+{
+    int64_t a = last_below(region(m, addr >> MAPS_REGION_SHIFT, 0), bound);
+    int64_t b = last_below(&m->big, bound);
+
+    return a > b ? a : b;
+}
+
+/* maps__lookup() over the first @p n entries (lock held). */
+static int walk(struct maps *m, uint64_t n, uint64_t addr, struct sluice_module *out)
 {
     int need_file = 1, need_prot = 1;
 
-    for (uint64_t i = below(m, pos); i-- > 0;) {
+    for (int64_t j = previous(m, addr, n); j >= 0; j = previous(m, addr, (uint64_t)j)) {
+        uint64_t i = (uint64_t)j;
         const struct sluice_map_entry *e = &entry(m, i)->e;
 
         if (e->kind == SLUICE_MAP_MPROTECT) {
@@ -217,6 +349,17 @@ int maps__lookup(struct maps *m, uint64_t pos, uint64_t addr, struct sluice_modu
         return 0;
     }
     return -ENOENT;
+}
+
+int maps__lookup(struct maps *m, uint64_t pos, uint64_t addr, struct sluice_module *out)
+{
+    uint64_t n = below(m, pos);
+    int rc;
+
+    pthread_mutex_lock(&m->lock);
+    rc = walk(m, n, addr, out);
+    pthread_mutex_unlock(&m->lock);
+    return rc;
 }
 
 /* ---- snapshot ------------------------------------------------------------------ */

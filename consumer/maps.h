@@ -34,6 +34,18 @@ struct maps_entry {
 /** Most blocks: enough for a 16 MiB log of 64-byte entries. */
 #define MAPS_BLOCKS 64u
 
+/** Entries that touch one 2 MiB region of guest addresses, by index, ascending. */
+struct maps_region {
+    uint64_t key; /**< address >> MAPS_REGION_SHIFT, plus 1 (0: an empty slot) */
+    uint32_t *idx;
+    uint32_t n, cap;
+};
+
+/** log2 of a region's bytes. */
+#define MAPS_REGION_SHIFT 21
+/** An entry touching more regions than this goes in the `big` list, read by every lookup. */
+#define MAPS_REGION_MAX 64
+
 /** A process's module log, parsed as far as read. Fields are private. */
 struct maps {
     const uint8_t *log;      /**< the shared log (read-only mapping) */
@@ -44,7 +56,10 @@ struct maps {
     uint64_t parsed;         /**< bytes parsed (the end of the last entry) */
     uint64_t n;              /**< entries parsed (release-stored) */
     struct maps_entry *block[MAPS_BLOCKS];
-    char bad[160]; /**< set once: why parsing stopped */
+    struct maps_region *regions; /**< open addressing by key, under the lock */
+    uint64_t n_regions, size_regions;
+    struct maps_region big; /**< entries over more than MAPS_REGION_MAX regions */
+    char bad[160];          /**< set once: why parsing stopped */
 };
 
 /**
@@ -60,6 +75,9 @@ void maps__destroy(struct maps *m);
 /** The producer's maps_used now (acquire), clamped to the capacity. Any thread. */
 uint64_t maps__used(const struct maps *m);
 
+/** Whether the producer has dropped changes (its log filled up). Any thread. */
+int maps__full(const struct maps *m);
+
 /**
  * Parse the entries below position @p upto (clamped to what is published).
  * @return entries parsed in all (those below a bad entry, which stops it:
@@ -72,7 +90,9 @@ const struct maps_entry *maps__entry_at(struct maps *m, uint64_t at);
 
 /**
  * The mapping that held guest address @p addr in the map at position
- * @p pos (the entries below it), as sluice_map__at() describes it.
+ * @p pos (the entries below it), as sluice_map__at() describes it. Reads
+ * only the entries that touch @p addr's region (and the few huge ones), so
+ * its cost does not grow with the changes made elsewhere.
  * @return 0, or -ENOENT (nothing mapped there, or not logged).
  */
 int maps__lookup(struct maps *m, uint64_t pos, uint64_t addr, struct sluice_module *out);

@@ -150,9 +150,11 @@ int ring_reader__open(struct ring_reader *r, int fd, uint64_t offset, unsigned s
         r->offset = offset;
         r->blocks_offset = h.blocks_offset;
         r->blocks_bytes = h.blocks_bytes;
+        r->maps_at_start = h.maps_at_start;
         r->slot = slot;
         r->tail = tail;
         r->pos = __atomic_load_n(&tail->tail, __ATOMIC_ACQUIRE);
+        r->start = r->pos;
     }
     return err;
 }

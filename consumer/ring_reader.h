@@ -35,6 +35,8 @@ struct ring_reader {
     uint64_t offset;        /**< file offset of the ring's header */
     uint64_t blocks_offset; /**< the header's blocks_offset, as validated (block_table.h) */
     uint64_t blocks_bytes;  /**< the header's blocks_bytes, as validated (0: no table) */
+    uint64_t maps_at_start; /**< the header's maps_at_start (record.h): the map its ring began in */
+    uint64_t start;         /**< the position this reader started at (0: the ring's beginning) */
     char err[192];          /**< last error, NUL-terminated ("" if none) */
 };
 

@@ -808,6 +808,14 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
         free(r);
         return;
     }
+    /* The process's snapshot: the map its first ring's stream starts in (where the ring
+     * began, when read from there; else the map when the table was mapped). */
+    if (r->bt && r->bt->maps && !r->bt->snapshot_fixed) {
+        if (r->rd.start == 0) {
+            r->bt->snapshot_at = r->rd.maps_at_start;
+        }
+        r->bt->snapshot_fixed = 1;
+    }
     r->salvaged = -1;
     r->stop = UINT64_MAX;
     r->lossy = !s->lossless;

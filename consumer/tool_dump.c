@@ -18,7 +18,8 @@
  *   <tid> MUNMAP 0x<start> len=0x<len>
  *   <tid> MPROTECT 0x<start> len=0x<len> prot=<rwx>
  *   <tid> MREMAP 0x<start> len=0x<len> from=0x<old start> old_len=0x<old len> off=0x<off> <path>
- * (<path> "[anon]" for anonymous memory; cut to its last 120 bytes).
+ * (<path> "[anon]" for anonymous memory; cut to its last 120 bytes; control
+ * characters in it as '?').
  *
  * Hex is lowercase and unpadded, sizes are in bytes, values are masked to
  * the access size. Other tests parse this format: change it only with them.
@@ -135,12 +136,15 @@ static int on_exec(void *user, const struct sluice_thread_info *t, uint64_t pc, 
     return finish(l, put_hex(p, pc));
 }
 
-/* The last @p max bytes of @p s. */
+/* The last @p max bytes of @p s, control characters as '?' (a file name cannot forge a line). */
 static char *put_tail(char *p, const char *s, size_t max)
 {
     size_t n = strlen(s);
 
-    return put_str(p, n > max ? s + n - max : s);
+    for (s += n > max ? n - max : 0; *s; s++) {
+        *p++ = (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s;
+    }
+    return p;
 }
 
 static char *put_path(char *p, const char *path)

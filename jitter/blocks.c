@@ -14,6 +14,7 @@
 
 #include "arena.h"
 #include "fds.h"
+#include "image.h"
 #include "maplog.h"
 
 #include <errno.h>
@@ -25,6 +26,22 @@
 
 #include <sluice/record.h>
 
+/*
+ * Where a TB's code came from: the file, its base and the offset of the
+ * first pc (image.c), or anonymous memory (image SLUICE_MAP_ANON). A
+ * descriptor is reused only for a TB from the same place: then the map at
+ * its old log position names what the map now would.
+ */
+struct source {
+    uint64_t base, offset;
+    uint32_t image;
+};
+
+struct slot {
+    uint64_t id1; /* descriptor id + 1 */
+    struct source src;
+};
+
 static struct {
     pthread_mutex_t lock;          /* appends and the hash */
     struct sluice_blocks_hdr *hdr; /* our mapping of the table, NULL if none */
@@ -32,7 +49,7 @@ static struct {
     uint64_t capacity;             /* data words */
     uint64_t used;                 /* data words appended (hdr->used_words is the published copy) */
     uint64_t offset;               /* of the table in the arena */
-    uint64_t *hash;                /* open addressing: id + 1, 0 = empty slot */
+    struct slot *hash;             /* open addressing; id1 0 = empty slot */
     uint64_t hash_size;            /* slots, a power of two */
     uint64_t count;                /* descriptors */
     uint64_t refused;              /* TBs lifted without a block: the table was full */
@@ -122,40 +139,57 @@ static uint64_t hash_words(const uint64_t *w, uint64_t n)
     return h;
 }
 
+static struct source source_of(uint64_t pc)
+{
+    struct source s = {.image = SLUICE_MAP_ANON};
+
+    if (image_source_at(pc, &s.image, &s.base, &s.offset) < 0) {
+        s.image = SLUICE_MAP_ANON;
+    }
+    return s;
+}
+
+static int same_source(const struct source *a, const struct source *b)
+{
+    return a->image == b->image && a->base == b->base && a->offset == b->offset;
+}
+
 /*
  * The id of a descriptor equal to @p w in its first @p n words (all but
- * the module log position), or -1. One lifted before the guest last
- * changed a mapping does not count: its position could name a map in
- * which its pcs held other code (a library unmapped, another mapped there).
+ * the module log position) and lifted from the same place @p src, or -1.
+ * (The same code unmapped and mapped again from another file at the same
+ * address gets a descriptor of its own: its position names the new file.)
  */
-static int64_t find(const uint64_t *w, uint64_t n, uint64_t h)
+static int64_t find(const uint64_t *w, uint64_t n, uint64_t h, const struct source *src)
 {
-    uint64_t i, id, since = maplog_changed_at();
+    uint64_t i, id;
 
-    for (i = h & (B.hash_size - 1); B.hash && B.hash[i]; i = (i + 1) & (B.hash_size - 1)) {
-        id = B.hash[i] - 1;
-        if (B.data[id] == w[0] && memcmp(&B.data[id], w, n * 8) == 0 && B.data[id + n] >= since) {
+    for (i = h & (B.hash_size - 1); B.hash && B.hash[i].id1; i = (i + 1) & (B.hash_size - 1)) {
+        id = B.hash[i].id1 - 1;
+        if (B.data[id] == w[0] && memcmp(&B.data[id], w, n * 8) == 0 &&
+            same_source(&B.hash[i].src, src)) {
             return (int64_t)id;
         }
     }
     return -1;
 }
 
-static void insert(uint64_t *table, uint64_t size, uint64_t id, uint64_t h)
+static void insert(struct slot *table, uint64_t size, uint64_t id, uint64_t h,
+                   const struct source *src)
 {
     uint64_t i = h & (size - 1);
 
-    while (table[i]) {
+    while (table[i].id1) {
         i = (i + 1) & (size - 1);
     }
-    table[i] = id + 1;
+    table[i] = (struct slot){id + 1, *src};
 }
 
 /* Room for one more entry at most half full; 0, or -1 without memory. */
 static int hash_grow(void)
 {
     uint64_t size = B.hash_size ? 2 * B.hash_size : 4096, i, id;
-    uint64_t *t;
+    struct slot *t;
 
     if (2 * (B.count + 1) <= B.hash_size) {
         return 0;
@@ -165,9 +199,10 @@ static int hash_grow(void)
         return -1;
     }
     for (i = 0; i < B.hash_size; i++) {
-        if (B.hash[i]) {
-            id = B.hash[i] - 1;
-            insert(t, size, id, hash_words(&B.data[id], sluice_block_desc_words(B.data[id]) - 1));
+        if (B.hash[i].id1) {
+            id = B.hash[i].id1 - 1;
+            insert(t, size, id, hash_words(&B.data[id], sluice_block_desc_words(B.data[id]) - 1),
+                   &B.hash[i].src);
         }
     }
     free(B.hash);
@@ -246,6 +281,7 @@ uint64_t blocks_lift(const struct sluice_lift_block *b)
     uint64_t w[sluice_block_words(SLUICE_BLOCK_MAX_INSNS) + SLUICE_BLOCK_MAX_SLOTS / 4 + 1];
     uint64_t words, h, hdr = END_OF_BLOCK;
     unsigned slots;
+    struct source src;
     int64_t id;
 
     if (!B.enabled) {
@@ -260,15 +296,16 @@ uint64_t blocks_lift(const struct sluice_lift_block *b)
     }
     words = sluice_block_desc_words(w[0]);
     h = hash_words(w, words - 1);
+    src = source_of(b->pc[0]);
     pthread_mutex_lock(&B.lock);
-    id = find(w, words - 1, h);
+    id = find(w, words - 1, h, &src);
     if (id < 0 && B.used + words <= B.capacity && hash_grow() == 0) {
         id = (int64_t)B.used;
         memcpy(&B.data[id], w, words * 8);
         __atomic_store_n(&B.used, B.used + words, __ATOMIC_RELAXED);
         /* Before QEMU hands the TB to any vCPU, so before any record names it. */
         __atomic_store_n(&B.hdr->used_words, B.used, __ATOMIC_RELEASE);
-        insert(B.hash, B.hash_size, (uint64_t)id, h);
+        insert(B.hash, B.hash_size, (uint64_t)id, h, &src);
         B.count++;
     }
     if (id >= 0) {

@@ -192,6 +192,26 @@ static uint64_t base_of(int idx)
     return base;
 }
 
+int image_source_at(uint64_t addr, uint32_t *id, uint64_t *base, uint64_t *offset)
+{
+    int found = -ENOENT;
+
+    pthread_mutex_lock(&T.lock);
+    for (size_t i = 0; i < T.n_maps; i++) {
+        const struct mapping *m = &T.maps[i];
+
+        if (addr >= m->start && addr < m->end) {
+            *id = (uint32_t)T.images[m->image].id;
+            *base = base_of(m->image);
+            *offset = m->offset + (addr - m->start);
+            found = 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&T.lock);
+    return found;
+}
+
 int image_file_at(uint64_t addr, struct image_file *out)
 {
     int found = -ENOENT;

@@ -53,6 +53,13 @@ struct image_file {
 };
 
 /**
+ * Where guest address @p addr comes from: image id, the file's base and
+ * the file offset of @p addr (image_file_at() without the path).
+ * @return 0, or -ENOENT (anonymous or unmapped: the outputs are unchanged).
+ */
+int image_source_at(uint64_t addr, uint32_t *id, uint64_t *base, uint64_t *offset);
+
+/**
  * The file mapping that holds guest address @p addr.
  * @return 0 with @p out filled, or -ENOENT (anonymous or unmapped).
  */

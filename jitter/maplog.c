@@ -20,8 +20,8 @@
 
 static struct {
     pthread_mutex_t lock;
-    uint64_t used;       /* bytes appended: this process's copy (a forked child's is the fork's) */
-    uint64_t changed_at; /* maplog_changed_at() */
+    uint64_t used; /* bytes appended: this process's copy (a forked child's is the fork's) */
+    int full;      /* a change was not logged: positions are SLUICE_MAPS_UNLOGGED from now on */
 } M = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* The log area of the current table, or NULL. */
@@ -48,6 +48,7 @@ static uint64_t append(struct sluice_map_entry *e, const char *path, size_t path
     at = M.used;
     if (at + bytes > h->maps_capacity) {
         h->maps_dropped++;
+        __atomic_store_n(&M.full, 1, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&M.lock);
         return MAPLOG_NONE;
     }
@@ -58,9 +59,6 @@ static uint64_t append(struct sluice_map_entry *e, const char *path, size_t path
     memcpy(area(h) + at + sizeof(*e), path, path_len);
     M.used = at + bytes;
     __atomic_store_n(&h->maps_used, M.used, __ATOMIC_RELEASE);
-    if (e->kind != SLUICE_MAP_MPROTECT) {
-        M.changed_at = at + bytes;
-    }
     pthread_mutex_unlock(&M.lock);
     return at;
 }
@@ -121,12 +119,8 @@ uint64_t maplog_mremap(uint64_t old_start, uint64_t old_len, uint64_t start, uin
 
 uint64_t maplog_position(void)
 {
-    return __atomic_load_n(&M.used, __ATOMIC_RELAXED);
-}
-
-uint64_t maplog_changed_at(void)
-{
-    return __atomic_load_n(&M.changed_at, __ATOMIC_RELAXED);
+    return __atomic_load_n(&M.full, __ATOMIC_RELAXED) ? SLUICE_MAPS_UNLOGGED
+                                                      : __atomic_load_n(&M.used, __ATOMIC_RELAXED);
 }
 
 void maplog_after_fork_child(const struct sluice_blocks_hdr *parent)

@@ -7,8 +7,8 @@
  * Threads: the maplog_* hooks from QEMU's mmap, munmap, mprotect and mremap
  * notifications (any vCPU, or the main thread while QEMU loads the
  * program; mmap_lock held), after image.c has heard of the same change;
- * maplog_position() and maplog_changed_at() at lift time (mmap_lock held
- * too). Never from translated code; never blocks but on its own lock.
+ * maplog_position() at lift time (mmap_lock held too). Never from translated code; never blocks but
+ * on its own lock.
  */
 #ifndef SLUICE_JITTER_MAPLOG_H
 #define SLUICE_JITTER_MAPLOG_H
@@ -39,15 +39,12 @@ uint64_t maplog_mprotect(uint64_t start, uint64_t len, int prot);
  */
 uint64_t maplog_mremap(uint64_t old_start, uint64_t old_len, uint64_t start, uint64_t len);
 
-/** Bytes of whole entries now: the position a TB lifted now records. */
-uint64_t maplog_position(void);
-
 /**
- * Position just past the last entry that may have changed what an address
- * maps (any mmap, munmap or mremap; not mprotect): a descriptor lifted
- * before it is not reused for a TB lifted now (blocks.c).
+ * Bytes of whole entries now: the position a TB lifted now records; once
+ * a change could not be logged (the log is full), SLUICE_MAPS_UNLOGGED, so
+ * no consumer names a file from a map it knows is incomplete.
  */
-uint64_t maplog_changed_at(void);
+uint64_t maplog_position(void);
 
 /**
  * In a forked child, once blocks.c made the child's table: copy the

@@ -20,6 +20,7 @@
 #include "blocks.h"
 #include "fds.h"
 #include "lossy.h"
+#include "maplog.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -118,6 +119,7 @@ struct ring *ring_create(uint64_t size, uint32_t pid, uint32_t tid, uint32_t seq
     }
     fill_hdr(r->hdr, size, pid, tid, seq, arch, comm, big_endian);
     blocks_where(&r->hdr->blocks_offset, &r->hdr->blocks_bytes);
+    r->hdr->maps_at_start = maplog_position();
     r->slot = slot;
     r->hdr->data_addr = (uint64_t)(uintptr_t)r->data;
     r->hdr->written_addr = (uint64_t)(uintptr_t)r->data;

@@ -184,9 +184,12 @@ struct sluice_callbacks {
      * stream of the first thread a session reads of each process, first a
      * snapshot: one event with `snapshot` set per mapping the process had
      * then (the program and its interpreter as QEMU loaded them included),
-     * by address. So every change a session can see comes exactly once:
-     * in the snapshot or as an event. Other threads' streams do not carry
-     * it; sluice_map__at() answers for any event of any thread.
+     * by address: the map the stream of that thread starts in (where its
+     * ring began, when the session reads it from there). So every change
+     * comes exactly once: in the snapshot or as an event (but for a lossy
+     * session, whose lost records take their MAP records with them).
+     * Other threads' streams do not carry it; sluice_map__at() answers for
+     * any event of any thread.
      */
     int (*mmap)(void *user, const struct sluice_thread_info *t, const struct sluice_map *m,
                 void *item);
@@ -210,8 +213,10 @@ struct sluice_callbacks {
  * it runs); for a data address, or an instruction traced one record per
  * instruction (SLUICE_ENCODING=insn), the map as it was when the chunk was
  * read (at most 256 KiB of records later), where no block says better.
+ * Not in the map: shmat() segments (a known gap).
  * @return 0 with @p out filled; -ENOENT (nothing mapped there then, or the
- *         process's module log was full: its jitter said so on stderr);
+ *         process's module log was full when the block was translated: its
+ *         jitter said so on stderr);
  *         -EINVAL (not inside a worker callback of this session).
  */
 int sluice_map__at(const struct sluice_thread_info *t, uint64_t addr, struct sluice_module *out);

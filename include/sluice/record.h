@@ -304,10 +304,11 @@ static inline unsigned sluice_rec_words(uint64_t hdr)
  *                     bytes (bits 6..0), 0x80 if its exec event is recorded
  *   ceil(s / 4) words one 16-bit slot per access, in program order (so
  *                     their instructions never decrease), see sluice_slot()
- *   1 word            the module log's `used_bytes` when the TB was lifted
+ *   1 word            the module log's `maps_used` when the TB was lifted
  *                     (format 8): its pcs' mapping is the one the log
  *                     says at that position, and stays so while the TB
- *                     runs (QEMU drops the TBs of a range it unmaps)
+ *                     runs (QEMU drops the TBs of a range it unmaps);
+ *                     SLUICE_MAPS_UNLOGGED if the log had filled up
  * The jitter writes a descriptor whole, then release-stores `used_words`
  * past it, before QEMU publishes the TB to any vCPU: a consumer that sees a
  * BLOCK record (acquire load of head) and then loads `used_words`
@@ -339,8 +340,9 @@ struct sluice_blocks_hdr {
 
 /*
  * Module log (format 8), in the block table's mapping at `maps_offset`:
- * every change the guest made to its mappings (mmap, munmap, mprotect,
- * mremap), appended in the order QEMU made them (under its mmap_lock),
+ * every change the guest made to its mappings through mmap, munmap,
+ * mprotect and mremap (not shmat and shmdt: a known gap), appended in the
+ * order QEMU made them (under its mmap_lock),
  * entries end to end. A position is a byte offset into the log; "the map
  * at position P" is what the entries below P leave. The ELF loader's
  * mappings come first (entries made before any thread ran). A forked child
@@ -351,6 +353,9 @@ struct sluice_blocks_hdr {
  * An entry is written whole before maps_used is release-stored past it, so
  * a consumer that acquire-loads maps_used reads whole entries below it.
  */
+
+/** A descriptor's log position once the log filled up: its map is not known. */
+#define SLUICE_MAPS_UNLOGGED UINT64_MAX
 
 /** What a module log entry records. */
 enum sluice_map_kind {
@@ -509,7 +514,12 @@ struct sluice_ring_hdr {
     uint64_t blocks_offset;
     /** Bytes of the block table (header and data) to map. */
     uint64_t blocks_bytes;
-    uint8_t pad0_[128 - 88];
+    /**
+     * The module log's maps_used when the ring was made (format 8): the map
+     * its stream starts in; later changes by this thread come as MAP records.
+     */
+    uint64_t maps_at_start;
+    uint8_t pad0_[128 - 96];
 
     /* --- producer cache line --- */
     /** Bytes published; release-stored by the producer, acquire-loaded by consumers. */

@@ -2,7 +2,8 @@
 /*
  * maps.c — unit tests of reading the module log (consumer/maps.c): which
  * mapping held an address at a position (mmap, munmap, mprotect, mremap,
- * the same address mapped again), the snapshot's pieces, and entries a
+ * the same address mapped again, huge ranges, many changes elsewhere), the
+ * snapshot's pieces, and entries a
  * hostile producer may write (refused, naming the field, never read past).
  */
 #include <criterion/criterion.h>
@@ -14,7 +15,7 @@
 #include "sluice/record.h"
 
 /* A log being written, as the jitter lays it out. */
-static uint8_t log_area[1 << 16];
+static uint8_t log_area[8 << 20];
 static uint64_t used, dropped;
 
 /* Append an entry; returns its position. */
@@ -233,4 +234,32 @@ Test(maps, used_past_capacity_is_clamped)
     cr_assert_eq(maps__used(&m), sizeof(log_area));
     cr_assert_eq(maps__lookup(&m, ~0ull, 0x10000, &mod), 0, "the zeros after it are refused");
     cr_assert(strstr(maps__bad(&m), "bytes"));
+}
+
+Test(maps, many_changes_elsewhere_and_huge_ranges)
+{
+    struct sluice_module mod;
+    uint64_t lib_at;
+
+    add(SLUICE_MAP_MMAP, 0x7f0000000000, 0x200000, 5, 0, "/lib/libc.so.6");
+    lib_at = used;
+    for (int i = 0; i < 50000; i++) { /* a malloc storm, far away */
+        add(SLUICE_MAP_MMAP, 0x10000000 + (uint64_t)(i % 7) * 0x100000, 0x40000, 3, 0, NULL);
+        add(SLUICE_MAP_MUNMAP, 0x10000000 + (uint64_t)(i % 7) * 0x100000, 0x40000, 0, 0, NULL);
+    }
+    cr_assert_eq(maps__lookup(&m, used, 0x7f0000001234, &mod), 0);
+    cr_assert_str_eq(mod.path, "/lib/libc.so.6");
+    cr_assert_eq(maps__lookup(&m, lib_at, 0x7f0000001234, &mod), 0);
+    cr_assert_eq(maps__lookup(&m, used, 0x10000000, &mod), -ENOENT);
+    /* A reservation over 64 regions (the `big` list), then a file inside it. */
+    add(SLUICE_MAP_MMAP, 0x200000000, 1ull << 32, 0, 0, NULL);
+    cr_assert_eq(maps__lookup(&m, used, 0x2deadbeef, &mod), 0);
+    cr_assert_null(mod.path);
+    cr_assert_eq(mod.prot, 0);
+    add(SLUICE_MAP_MMAP, 0x2dea00000, 0x200000, 5, 0x1000, "/x");
+    cr_assert_eq(maps__lookup(&m, used, 0x2deadbeef, &mod), 0);
+    cr_assert_str_eq(mod.path, "/x");
+    cr_assert_eq(mod.offset, 0x1000 + 0xdbeef);
+    cr_assert_eq(maps__lookup(&m, used, 0x2ffffffff, &mod), 0);
+    cr_assert_null(mod.path, "the rest of the reservation");
 }
