@@ -290,6 +290,42 @@ static uint64_t map_before_next_change(struct decoder *d)
     return d->next_map < d->nw ? sluice_rec_payload(word(w, d->next_map)) : d->c->maps_pos;
 }
 
+/*
+ * The answers of recent lookups, per worker thread, by table, position and
+ * 4 KiB page: mappings change page by page, so an answer holds for the
+ * whole page at that position (the offset moves with the address). Most
+ * exec events of a block hit it.
+ */
+struct map_hit {
+    uint64_t serial, pos, page, addr; /* serial 0: empty */
+    int rc;
+    struct sluice_module mod;
+};
+#define MAP_HITS 64
+static __thread struct map_hit map_hits[MAP_HITS];
+
+static int lookup(const struct block_table *bt, uint64_t pos, uint64_t addr,
+                  struct sluice_module *out)
+{
+    uint64_t page = addr >> 12;
+    struct map_hit *h = &map_hits[(page ^ pos * 0x9e3779b97f4a7c15ull >> 58) % MAP_HITS];
+
+    if (h->serial != bt->serial || h->pos != pos || h->page != page) {
+        h->rc = maps__lookup(bt->maps, pos, addr, &h->mod);
+        h->serial = bt->serial;
+        h->pos = pos;
+        h->page = page;
+        h->addr = addr;
+    }
+    if (h->rc == 0) {
+        *out = h->mod;
+        if (out->image != SLUICE_MAP_ANON) {
+            out->offset += addr - h->addr;
+        }
+    }
+    return h->rc;
+}
+
 int sluice_map__at(const struct sluice_thread_info *t, uint64_t addr, struct sluice_module *out)
 {
     struct decoder *d = current;
@@ -308,14 +344,14 @@ int sluice_map__at(const struct sluice_thread_info *t, uint64_t addr, struct slu
     if (pos == SLUICE_MAPS_UNLOGGED) {
         return -ENOENT; /* lifted after the log filled up: the map it knows is not the map */
     }
-    if (pos && maps__lookup(m, pos > d->marked ? pos : d->marked, addr, out) == 0) {
+    if (pos && lookup(d->c->blocks, pos > d->marked ? pos : d->marked, addr, out) == 0) {
         return 0;
     }
     pos = d->in_block ? d->c->maps_pos : map_before_next_change(d);
     if (maps__full(m) && pos >= maps__used(m)) {
         return -ENOENT; /* (the changes since the log filled up are not in it) */
     }
-    return maps__lookup(m, pos, addr, out);
+    return lookup(d->c->blocks, pos, addr, out);
 }
 
 /* Hand @p n PCs at @p pcs (n <= RUN_MAX) to cb->exec_batch as one run. */

@@ -72,7 +72,8 @@ static int check(struct maps *m, const struct sluice_map_entry *e, uint64_t at, 
         why = "path_len";
     } else if (e->kind < SLUICE_MAP_MMAP || e->kind > SLUICE_MAP_MREMAP) {
         why = "kind";
-    } else if (e->start + e->len < e->start || e->old_start + e->old_len < e->old_start) {
+    } else if (e->start + e->len < e->start || e->old_start + e->old_len < e->old_start ||
+               e->len > UINT64_MAX - 4095 || e->old_len > UINT64_MAX - 4095) {
         why = "start + len";
     }
     if (why) {
@@ -186,6 +187,9 @@ static int parse_one(struct maps *m, uint64_t used)
     if (check(m, &x.e, m->parsed, used - m->parsed) < 0) {
         return -1;
     }
+    /* The kernel maps and unmaps whole pages: a guest's munmap(p, 1) unmaps p's page. */
+    x.e.len = (x.e.len + 4095) & ~4095ull;
+    x.e.old_len = (x.e.old_len + 4095) & ~4095ull;
     if (b >= MAPS_BLOCKS || (!m->block[b] && !(m->block[b] = calloc(MAPS_BLOCK, sizeof(x))))) {
         snprintf(m->bad, sizeof(m->bad), "module log: out of memory at entry %" PRIu64, m->n);
         return -1;

@@ -206,7 +206,7 @@ static int parse_args(int argc, char **argv, struct run_args *a, int attach)
             return usage_error("unknown or incomplete option '%s'", argv[i]);
         }
     }
-    if (a->json && a->tool == &tool_dump) {
+    if (a->json && (a->tool == &tool_dump || a->tool == &tool_cov)) {
         return usage_error("%s", "--json goes with --tool stats, pcsum or pcsum-batch");
     }
     if (a->maps && a->tool != &tool_dump) {

@@ -49,7 +49,7 @@ static struct {
     uint64_t *set; /* module id + 1 << 48 | size << 32 | offset */
     uint64_t *order;
     size_t n, size;
-    uint64_t anon, too_far, nomem;
+    uint64_t blocks, anon, too_far, nomem; /* blocks: every block event traced */
 } C;
 
 static int on_block(void *user, const struct sluice_thread_info *t, const struct sluice_block *b,
@@ -141,6 +141,7 @@ static void on_trace(void *user, const struct sluice_thread_info *t, void *item)
 
     (void)user;
     (void)t;
+    C.blocks++;
     if (!it->path) {
         C.anon++;
         return;
@@ -171,9 +172,13 @@ static int write_drcov(FILE *f)
     fprintf(f, "Module Table: version 2, count %zu\n", C.n_mods);
     fprintf(f, "Columns: id, base, end, entry, checksum, timestamp, path\n");
     for (size_t i = 0; i < C.n_mods; i++) {
-        fprintf(f, "%3zu, 0x%016llx, 0x%016llx, 0x%016llx, 0x%08x, 0x%08x, %s\n", i,
-                (unsigned long long)C.mods[i].base, (unsigned long long)C.mods[i].end, 0ull, 0u, 0u,
-                C.mods[i].path);
+        fprintf(f, "%3zu, 0x%016llx, 0x%016llx, 0x%016llx, 0x%08x, 0x%08x, ", i,
+                (unsigned long long)C.mods[i].base, (unsigned long long)C.mods[i].end, 0ull, 0u,
+                0u);
+        for (const char *p = C.mods[i].path; *p; p++) { /* a file name cannot forge a line */
+            fputc((unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p, f);
+        }
+        fputc('\n', f);
     }
     fprintf(f, "BB Table: %zu bbs\n", C.n);
     for (size_t k = 0; k < C.n; k++) {
@@ -203,8 +208,16 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
         fprintf(stderr, "sluice: %s: %s: the drcov file is incomplete\n", env->name,
                 strerror(errno));
     }
+    if (C.blocks == 0 && total.insns > 0) {
+        fprintf(stderr,
+                "sluice: cov: %llu instructions ran but the trace names no block "
+                "(SLUICE_ENCODING=insn, or no block table: the guest's stderr says why): "
+                "%s lists nothing\n",
+                (unsigned long long)total.insns, env->name);
+        rc = -1;
+    }
     if (C.anon) {
-        fprintf(stderr, "sluice: cov: %llu blocks ran in memory no file maps (left out)\n",
+        fprintf(stderr, "sluice: cov: %llu blocks ran in memory that no file maps (left out)\n",
                 (unsigned long long)C.anon);
     }
     if (C.too_far || C.nomem) {

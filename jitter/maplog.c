@@ -39,6 +39,9 @@ static uint64_t append(struct sluice_map_entry *e, const char *path, size_t path
     struct sluice_blocks_hdr *h = blocks_hdr();
     uint64_t at, bytes;
 
+    /* QEMU passes the guest's lengths; the kernel maps whole (4 KiB) pages. */
+    e->len = e->len > UINT64_MAX - 4095 ? e->len : (e->len + 4095) & ~4095ull;
+    e->old_len = e->old_len > UINT64_MAX - 4095 ? e->old_len : (e->old_len + 4095) & ~4095ull;
     if (!h) {
         return MAPLOG_NONE;
     }

@@ -77,7 +77,7 @@ struct sluice_map {
     uint32_t kind;      /**< SLUICE_MAP_MMAP, _MUNMAP, _MPROTECT or _MREMAP */
     uint32_t prot;      /**< PROT_READ 1 | PROT_WRITE 2 | PROT_EXEC 4 (mmap, mprotect; mremap: 0) */
     uint64_t start;     /**< guest address of the range (mremap: where it is now) */
-    uint64_t len;       /**< bytes, as the guest asked (the kernel maps whole pages) */
+    uint64_t len;       /**< bytes, the guest's length rounded up to 4 KiB (whole pages) */
     uint64_t offset;    /**< file offset of `start` (a file's mmap or mremap), else 0 */
     uint64_t base;      /**< lowest guest address the file is mapped at (its module base) */
     uint64_t old_start; /**< mremap: where the mapping was */

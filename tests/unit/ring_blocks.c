@@ -10,11 +10,16 @@
  * driven as translated code drives it.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "arena.h"
 #include "blocks.h"
+#include "image.h"
+#include "maplog.h"
 #include "ring.h"
 
 #define RING_SIZE (4u * SLUICE_CHUNK_BYTES) /* the parts of a cut block stay in it */
@@ -448,4 +453,41 @@ Test(ring_blocks, a_running_instruction_is_held_across_a_chunk_boundary, .init =
     slot.cursor -= 3; /* say the store had not happened: QEMU gives it up */
     ring_tb_exit(ring, PC0 + 4, 1);
     cr_assert_eq(pos_of(slot.cursor), SLUICE_CHUNK_BYTES, "its EXEC is taken back");
+}
+
+/* The guest maps @p fd (or anonymous memory, -1) at PC0, after unmapping what was there. */
+static void remap(int fd, uint64_t offset)
+{
+    image_munmap(PC0, 0x2000);
+    maplog_munmap(PC0, 0x2000);
+    image_mmap(PC0, 0x2000, fd, offset);
+    maplog_mmap(PC0, 0x2000, 5, fd >= 0);
+}
+
+Test(ring_blocks, a_descriptor_is_reused_for_code_from_the_same_place_only, .init = setup)
+{
+    char path[] = "/tmp/sluice-ring-blocks-XXXXXX";
+    int fd = mkstemp(path);
+    uint64_t anon, anon2, file0, file1, file0_again;
+
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(ftruncate(fd, 0x4000), 0);
+    remap(-1, 0);
+    anon = lift(3);
+    remap(-1, 0); /* a JIT mapping the same code again: one descriptor, not one per round */
+    anon2 = lift(3);
+    cr_assert_eq(sluice_block_id(anon2), sluice_block_id(anon));
+    remap(fd, 0);
+    file0 = lift(3);
+    cr_assert_neq(sluice_block_id(file0), sluice_block_id(anon), "from a file now: its own");
+    remap(fd, 0x1000);
+    file1 = lift(3);
+    cr_assert_neq(sluice_block_id(file1), sluice_block_id(file0), "another offset: its own");
+    remap(fd, 0);
+    file0_again = lift(3);
+    cr_assert_eq(sluice_block_id(file0_again), sluice_block_id(file0),
+                 "the same file and offset again: the first one's map names it");
+    image_munmap(PC0, 0x2000);
+    close(fd);
+    unlink(path);
 }
