@@ -47,10 +47,11 @@
 static struct {
     struct tool_env *env;
     int fd;
-    int truncatable; /* -o FILE, a regular file: cut back after a partial write */
-    off_t written;   /* bytes written so far, all whole lines */
-    size_t used;     /* bytes in buf */
-    int failed;      /* a write failed: drop the rest (atomic) */
+    int truncatable;  /* -o FILE, a regular file: cut back after a partial write */
+    off_t written;    /* bytes written so far, all whole lines */
+    size_t used;      /* bytes in buf */
+    int failed;       /* a write failed: drop the rest (atomic) */
+    uint64_t unknown; /* --maps: EXEC lines of no known mapping (atomic) */
     char buf[4 << 20];
 } out;
 
@@ -174,6 +175,7 @@ static int on_exec_maps(void *user, const struct sluice_thread_info *t, uint64_t
     p = l->text + l->len - 1; /* over the newline */
     *p++ = ' ';
     if (sluice_map__at(t, pc, &m) < 0) {
+        __atomic_fetch_add(&out.unknown, 1, __ATOMIC_RELAXED);
         p = put_str(p, "[?]");
     } else if (!m.path) {
         p = put_str(p, "[anon]");
@@ -387,6 +389,12 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     }
     if (total.lost) {
         fprintf(stderr, "sluice: warning: %llu events lost\n", (unsigned long long)total.lost);
+    }
+    if (out.unknown) {
+        fprintf(stderr,
+                "sluice: dump --maps: %llu instructions ran where no mapping is known ([?]: "
+                "without a block table, after the module log filled up, or in shmat memory)\n",
+                (unsigned long long)out.unknown);
     }
     return out.failed ? -1 : 0; /* the failure was reported when it happened */
 }
