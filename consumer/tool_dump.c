@@ -393,7 +393,7 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     if (out.unknown) {
         fprintf(stderr,
                 "sluice: dump --maps: %llu instructions ran where no mapping is known ([?]: "
-                "without a block table, after the module log filled up, or in shmat memory)\n",
+                "without a block table, or after the module log filled up)\n",
                 (unsigned long long)out.unknown);
     }
     return out.failed ? -1 : 0; /* the failure was reported when it happened */

@@ -179,7 +179,8 @@ struct sluice_callbacks {
     int (*chunk_end)(void *user, const struct sluice_thread_info *t, void *item);
     /**
      * Worker thread: thread @p t changed a mapping (mmap, munmap, mprotect,
-     * mremap), here in its stream: after the records of what ran before
+     * mremap; shmat as an anonymous shared mmap, shmdt as a munmap), here
+     * in its stream: after the records of what ran before
      * the syscall, before those of what ran after. At the start of the
      * stream of the first thread a session reads of each process, first a
      * snapshot: one event with `snapshot` set per mapping the process had
@@ -213,7 +214,6 @@ struct sluice_callbacks {
  * it runs); for a data address, or an instruction traced one record per
  * instruction (SLUICE_ENCODING=insn), the map as it was when the chunk was
  * read (at most 256 KiB of records later), where no block says better.
- * Not in the map: shmat() segments (a known gap).
  * @return 0 with @p out filled; -ENOENT (nothing mapped there then, or the
  *         process's module log was full when the block was translated: its
  *         jitter said so on stderr);

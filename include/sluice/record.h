@@ -341,7 +341,8 @@ struct sluice_blocks_hdr {
 /*
  * Module log (format 8), in the block table's mapping at `maps_offset`:
  * every change the guest made to its mappings through mmap, munmap,
- * mprotect and mremap (not shmat and shmdt: a known gap), appended in the
+ * mprotect and mremap (shmat as an anonymous shared mmap, shmdt as a
+ * munmap; brk's as QEMU makes them, mmap and munmap), appended in the
  * order QEMU made them (under its mmap_lock),
  * entries end to end. A position is a byte offset into the log; "the map
  * at position P" is what the entries below P leave. The ELF loader's

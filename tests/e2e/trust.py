@@ -87,7 +87,9 @@ Cases (one meson test each, on every architecture unless said otherwise):
             thread runs it), mprotects, unmaps, maps another page of the file at the
             same address, runs it, mremaps it elsewhere, runs it, runs a copy in
             anonymous memory, unmaps all, printing each change and each run of
-            calls. Both encodings: its changes are, in order, among its thread's
+            calls; between the last two, a System V segment attached over the moved
+            mapping (SHM_REMAP) runs a copy too (not on mipsel: SHMLBA). Both
+            encodings: its changes are, in order, among its thread's
             mapping events, with the guest's start, length, protection, file
             offset and file; the snapshot at the start maps every PT_LOAD of the
             program as binutils' readelf says; every executed pc of the program

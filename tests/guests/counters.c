@@ -57,7 +57,10 @@
  *                     starting with a copy of leaf(); the guest maps pages 1-2 of it, calls
  *                     the copy N times (and a second thread N times), mprotects, unmaps,
  *                     maps page 3 at the same address, calls it, mremaps it elsewhere,
- *                     calls it, copies leaf() to anonymous memory and calls it; it prints
+ *                     calls it, attaches a System V segment over it (SHM_REMAP; not on
+ *                     mipsel, whose SHMLBA the address misses), copies leaf() there and
+ *                     calls it, detaches it, copies leaf() to anonymous
+ *                     memory and calls it; it prints
  *                     each change ("mmap START LEN PROT OFF", OFF -1 if anonymous;
  *                     "munmap START LEN"; "mprotect START LEN PROT"; "mremap START LEN
  *                     OLD_START OLD_LEN") and each run of calls ("call ADDR N OFF"), all in
@@ -73,6 +76,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -925,6 +929,35 @@ static void must_unmap(void *at, size_t len)
     printf("munmap %lx %lx\n", (unsigned long)at, (unsigned long)len);
 }
 
+/* Attach a segment of @p len bytes at @p at over what is there, run a copy of leaf(), detach. */
+static void shm_over(uint8_t *at, size_t len)
+{
+    int id = shmget(IPC_PRIVATE, len, IPC_CREAT | 0600);
+    uint8_t *p;
+
+    if (id < 0) {
+        die("shmget");
+    }
+    p = shmat(id, at, SHM_REMAP | SHM_EXEC);
+    shmctl(id, IPC_RMID, NULL); /* gone once detached */
+    if (p == (void *)-1 && errno == EINVAL) {
+        printf("shm: not at a multiple of SHMLBA here (mips: 256 KiB)\n");
+        return;
+    }
+    if (p != at) {
+        die("shmat");
+    }
+    printf("mmap %lx %lx %d %lx\n", (unsigned long)at, (unsigned long)len,
+           PROT_READ | PROT_WRITE | PROT_EXEC, -1ul);
+    memcpy(p, (const void *)leaf, LEAF_COPY);
+    __builtin___clear_cache((char *)p, (char *)p + LEAF_COPY);
+    call_copy(p, -1, "");
+    if (shmdt(p) != 0) {
+        die("shmdt");
+    }
+    printf("munmap %lx %lx\n", (unsigned long)at, (unsigned long)len);
+}
+
 static int mode_maps(const char *file)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -968,6 +1001,8 @@ static int mode_maps(const char *file)
     printf("mremap %lx %lx %lx %lx\n", (unsigned long)b, (unsigned long)page, (unsigned long)a,
            (unsigned long)page);
     call_copy(b, (long)(3 * page), "");
+    /* A System V segment in its place: anonymous code, no more the file's. */
+    shm_over(b, page);
     /* Anonymous code. */
     c = must_map(NULL, page, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1,
                  0);
