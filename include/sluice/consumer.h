@@ -185,8 +185,10 @@ struct sluice_callbacks {
      * stream of the first thread a session reads of each process, first a
      * snapshot: one event with `snapshot` set per mapping the process had
      * then (the program and its interpreter as QEMU loaded them included),
-     * by address: the map the stream of that thread starts in (where its
-     * ring began, when the session reads it from there). So every change
+     * by address: the map the process's first ring began in when the
+     * session reads that ring from its beginning, else the map when the
+     * session took the process in (which may lie a little after where the
+     * stream carrying it starts). So every change
      * comes exactly once: in the snapshot or as an event (but for a lossy
      * session, whose lost records take their MAP records with them).
      * Other threads' streams do not carry it; sluice_map__at() answers for
