@@ -5,12 +5,16 @@ read and compare dump traces.
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 
 ARCHES = ["x86_64", "aarch64", "riscv64", "mipsel"]
+# Each architecture's binutils (the references for disassembly and ELF headers).
+BINUTILS = {"x86_64": "", "aarch64": "aarch64-linux-gnu-", "riscv64": "riscv64-linux-gnu-",
+            "mipsel": "mipsel-linux-gnu-"}
 
 
 def fail(msg):
@@ -160,3 +164,37 @@ def show_difference(title, exp, act, i, context=5):
         print("%s %7d  ref:    %s" % (mark, j, e))
         if e != a:
             print("%s %7d  sluice: %s" % (mark, j, a))
+
+
+# --- binutils, the references for instructions and ELF headers -------------------
+
+def disassemble(arch, prog):
+    """{pc: (bytes, "mnemonic operands")} for every instruction objdump -d shows in prog."""
+    out = subprocess.run([BINUTILS[arch] + "objdump", "-d", "--insn-width=16", prog],
+                         stdout=subprocess.PIPE, check=True, text=True).stdout
+    insns = {}
+    for line in out.splitlines():
+        m = re.match(r"^\s*([0-9a-f]+):\t([0-9a-f ]+?)\s*\t(.*)", line)
+        if not m:
+            continue
+        toks = m.group(2).split()
+        if arch == "x86_64":
+            code = bytes(int(t, 16) for t in toks)
+        else:  # words, most significant digit first: little-endian in memory
+            code = b"".join(int(t, 16).to_bytes(len(t) // 2, "little") for t in toks)
+        insns[int(m.group(1), 16)] = (code, m.group(3).strip())
+    return insns
+
+
+def elf_loads(arch, prog):
+    """[(vaddr, memsz, offset, executable)] of prog's PT_LOAD headers, as readelf says."""
+    out = subprocess.run([BINUTILS[arch] + "readelf", "-lW", prog], stdout=subprocess.PIPE,
+                         check=True, text=True).stdout
+    loads = []
+    for m in re.finditer(r"^\s*LOAD\s+0x([0-9a-f]+) 0x([0-9a-f]+) 0x[0-9a-f]+ 0x[0-9a-f]+ "
+                         r"0x([0-9a-f]+) ([RWE ]+?)\s+0x", out, re.M):
+        loads.append((int(m.group(2), 16), int(m.group(3), 16), int(m.group(1), 16),
+                      "E" in m.group(4)))
+    if not loads:
+        fail("%s: readelf shows no LOAD header" % prog)
+    return loads

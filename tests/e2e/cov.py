@@ -28,14 +28,9 @@ import argparse
 import os
 import re
 import struct
-import subprocess
-import sys
 import tempfile
 
 import common
-
-BINUTILS = {"x86_64": "", "aarch64": "aarch64-linux-gnu-", "riscv64": "riscv64-linux-gnu-",
-            "mipsel": "mipsel-linux-gnu-"}
 
 
 def read_drcov(path):
@@ -77,24 +72,9 @@ def covered(mods, bbs, path):
     return {start + k for mod, start, size in bbs if mod in ids for k in range(size)}
 
 
-def objdump(arch, prog):
+def lengths(arch, prog):
     """{address: length} of every instruction objdump -d shows in prog."""
-    out = subprocess.run([BINUTILS[arch] + "objdump", "-d", "--insn-width=16", prog],
-                         stdout=subprocess.PIPE, check=True, text=True).stdout
-    insns = {}
-    for m in re.finditer(r"^\s*([0-9a-f]+):\t([0-9a-f ]+?)\s*\t", out, re.M):
-        toks = m.group(2).split()
-        insns[int(m.group(1), 16)] = sum(len(t) // 2 for t in toks)
-    return insns
-
-
-def loads(arch, prog):
-    """[(vaddr, memsz, executable)] of prog's PT_LOAD headers (readelf)."""
-    out = subprocess.run([BINUTILS[arch] + "readelf", "-lW", prog], stdout=subprocess.PIPE,
-                         check=True, text=True).stdout
-    return [(int(m.group(1), 16), int(m.group(2), 16), "E" in m.group(3)) for m in re.finditer(
-        r"^\s*LOAD\s+0x[0-9a-f]+ 0x([0-9a-f]+) 0x[0-9a-f]+ 0x[0-9a-f]+ 0x([0-9a-f]+) ([RWE ]+?)"
-        r"\s+0x", out, re.M)]
+    return {pc: len(code) for pc, (code, _) in common.disassemble(arch, prog).items()}
 
 
 def cov_run(args, tmp, name, prog, pargs, filt):
@@ -113,8 +93,8 @@ def check_static(args, tmp, arch, problems):
     rc, _, err = common.run(common.cmd_ref(arch, args.plugin, ref, prog, []))
     if rc != 0:
         common.fail("%s: the reference run exited %d: %r" % (prog, rc, err[-300:]))
-    lens = objdump(arch, prog)
-    base = min(v for v, _, _ in loads(arch, prog)) & ~0xfff
+    lens = lengths(arch, prog)
+    base = min(v for v, _, _, _ in common.elf_loads(arch, prog)) & ~0xfff
     want = set()
     with open(ref) as f:
         for m in re.finditer(r"^\d+ EXEC 0x([0-9a-f]+)$", f.read(), re.M):
@@ -149,11 +129,11 @@ def check_dynamic(args, tmp, problems):
     if not any(n == "sha256sum" for n in names) or not any(n.startswith("libc.so") for n in names):
         problems.append("sha256sum: modules %s lack the program or libc" % names)
     for mid, (base, end, path) in mods.items():
-        lens, segs = objdump("x86_64", path), loads("x86_64", path)
-        first = min(v for v, _, _ in segs) & ~0xfff
+        lens, segs = lengths("x86_64", path), common.elf_loads("x86_64", path)
+        first = min(v for v, _, _, _ in segs) & ~0xfff
         bad = [(hex(s), n) for m, s, n in bbs if m == mid and
                (s + first not in lens or
-                not any(ex and v <= s + first < v + size for v, size, ex in segs))]
+                not any(ex and v <= s + first < v + size for v, size, _, ex in segs))]
         if bad:
             problems.append("sha256sum: %d blocks of %s start on no instruction of an executable "
                             "PT_LOAD (objdump, readelf), e.g. %s" % (len(bad), path, bad[:4]))

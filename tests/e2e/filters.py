@@ -37,13 +37,10 @@ sluice must still record every pc once.
 import argparse
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 import common
-
-BINUTILS = {"x86_64": "", "aarch64": "aarch64-linux-gnu-"}
 
 
 def pc_of(ev):
@@ -172,13 +169,12 @@ def check_range_main(args, tmp, arch, argv):
     code = None if r.problems else main_code(r)
     if code is None:
         return r, 0
-    segs = program_loads(arch, argv[0])
-    base = code[0] - min(v for v, ex in segs if ex) + (min(v for v, _ in segs) & ~0xfff)
+    segs = common.elf_loads(arch, argv[0])
+    base = code[0] - min(v for v, _, _, ex in segs if ex) + (min(v for v, _, _, _ in segs) & ~0xfff)
     pcs = sorted({pc_of(ev) for evs in r.rt.values() for ev in evs
                   if ev.startswith("EXEC ") and code[0] <= pc_of(ev) < code[1]})
     lo, hi = pcs[len(pcs) // 4], pcs[len(pcs) // 2]
-    if arch == "x86_64" and not re.search(r"^\s*%x:\t" % (lo - base), objdump_text(argv[0]),
-                                          re.M):
+    if arch == "x86_64" and lo - base not in common.disassemble(arch, argv[0]):
         r.problems.append("offset %#x (pc %#x) is no instruction address in objdump -d %s"
                           % (lo - base, lo, argv[0]))
         return r, 0
@@ -190,20 +186,6 @@ def check_range_main(args, tmp, arch, argv):
     if n == 0 and not r.problems:
         r.problems.append("window [%#x, %#x) caught nothing" % (lo - base, hi - base))
     return r, n
-
-
-def program_loads(arch, prog):
-    """[(vaddr, executable)] of prog's PT_LOAD headers (binutils' readelf)."""
-    out = subprocess.run([BINUTILS[arch] + "readelf", "-lW", prog], stdout=subprocess.PIPE,
-                         check=True, text=True).stdout
-    return [(int(m.group(1), 16), "E" in m.group(2)) for m in re.finditer(
-        r"^\s*LOAD\s+0x[0-9a-f]+ 0x([0-9a-f]+) 0x[0-9a-f]+ 0x[0-9a-f]+ 0x[0-9a-f]+ ([RWE ]+?)\s+0x",
-        out, re.M)]
-
-
-def objdump_text(prog):
-    return subprocess.run(["objdump", "-d", prog], stdout=subprocess.PIPE, check=True,
-                          text=True).stdout
 
 
 def check_mem_writes(args, tmp, arch, argv):

@@ -121,8 +121,6 @@ import time
 import attach
 import common
 
-BINUTILS = {"x86_64": "", "aarch64": "aarch64-linux-gnu-", "riscv64": "riscv64-linux-gnu-",
-            "mipsel": "mipsel-linux-gnu-"}
 MAGIC = int.from_bytes(b"COUNTERS", "little")
 # Each architecture's system call instruction, in memory order.
 SYSCALL = {"x86_64": "0f05", "aarch64": "010000d4", "riscv64": "73000000", "mipsel": "0c000000"}
@@ -139,7 +137,7 @@ def describe(rc):
 
 def symbol(arch, prog, name):
     """(address, size) of a symbol, from binutils' nm -S."""
-    out = subprocess.run([BINUTILS[arch] + "nm", "-S", prog], stdout=subprocess.PIPE,
+    out = subprocess.run([common.BINUTILS[arch] + "nm", "-S", prog], stdout=subprocess.PIPE,
                          check=True, text=True).stdout
     for line in out.splitlines():
         f = line.split()
@@ -239,7 +237,7 @@ class Case:
                                      "guest counters-" + arch)
         lo, size = symbol(arch, self.prog, "bump")
         # The ground truth needs one store per increment: check the compiler's code.
-        body = [asm for pc, (_, asm) in decode(arch, self.prog).items() if lo <= pc < lo + size]
+        body = [asm for pc, (_, asm) in common.disassemble(arch, self.prog).items() if lo <= pc < lo + size]
         stores = [asm for asm in body if re.search(STORE[arch], asm)]
         if len(stores) != 1:
             common.fail("%s: bump() has %d store instructions, not 1: %s"
@@ -553,24 +551,6 @@ def case_environ(c):
 
 # --- bytes -----------------------------------------------------------------------------
 
-def decode(arch, prog):
-    """{pc: (bytes, "mnemonic operands")} for every instruction objdump -d shows in prog."""
-    out = subprocess.run([BINUTILS[arch] + "objdump", "-d", "--insn-width=16", prog],
-                         stdout=subprocess.PIPE, check=True, text=True).stdout
-    insns = {}
-    for line in out.splitlines():
-        m = re.match(r"^\s*([0-9a-f]+):\t([0-9a-f ]+?)\s*\t(.*)", line)
-        if not m:
-            continue
-        toks = m.group(2).split()
-        if arch == "x86_64":
-            code = bytes(int(t, 16) for t in toks)
-        else:  # words, most significant digit first: little-endian in memory
-            code = b"".join(int(t, 16).to_bytes(len(t) // 2, "little") for t in toks)
-        insns[int(m.group(1), 16)] = (code, m.group(3).strip())
-    return insns
-
-
 def reference_count(args, tmp, arch, prog, pargs, pat):
     """Executions of instructions encoded as pat under plain QEMU.
 
@@ -584,7 +564,7 @@ def reference_count(args, tmp, arch, prog, pargs, pat):
             ev = line.split()
             if len(ev) >= 3 and ev[1] == b"EXEC":
                 pcs[int(ev[2], 16)] += 1
-    insns = decode(arch, prog)
+    insns = common.disassemble(arch, prog)
     unknown = [pc for pc in pcs if pc not in insns]
     problems = []
     if unknown:
@@ -629,7 +609,7 @@ def case_bytes(c):
         return
     pat = bytes.fromhex(PAGECROSS[c.arch])
     addr, _ = symbol(c.arch, c.prog, "pagecross_fn")
-    code = decode(c.arch, c.prog).get(addr, (b"", ""))[0]
+    code = common.disassemble(c.arch, c.prog).get(addr, (b"", ""))[0]
     if code != pat or (addr & 0xfff) + len(pat) <= 0x1000:
         common.fail("%s: pagecross_fn at %#x is %s (%d bytes): not %s across a page boundary"
                     % (c.arch, addr, code.hex(), len(code), pat.hex()))
@@ -654,7 +634,7 @@ def case_retry(c):
                                 if c.arch == "x86_64" else [])
     extents = [symbol(c.arch, c.prog, n) for n in names]
     lo, hi = extents[0][0], max(a + n for a, n in extents)
-    insns = decode(c.arch, c.prog)
+    insns = common.disassemble(c.arch, c.prog)
     pcs = {n: [pc for pc in insns if a <= pc < a + size] for n, (a, size) in zip(names, extents)}
     filt = range_filter(c.args.filters, lo, hi)
     # aarch64: enough calls that chunk boundaries fall inside retried instructions
@@ -714,7 +694,7 @@ def case_helpers(c):
         print("%s helpers: no such instruction in the guest here" % c.arch)
         return
     lo, size = symbol(c.arch, c.prog, "helper_in")
-    pcs = [pc for pc in decode(c.arch, c.prog) if lo <= pc < lo + size]
+    pcs = [pc for pc in common.disassemble(c.arch, c.prog) if lo <= pc < lo + size]
     filt = range_filter(c.args.filters, lo, lo + size)
     n = 200
     for enc in ("block", "insn"):
@@ -768,7 +748,7 @@ def mops_fault(c, enc):
     """A traced MOPS copy that faults on a PROT_NONE page: the guest's handler runs, as
     untraced, and the bytes it saw arrive are the traced stores (QEMU died of its own
     SIGSEGV when one side of the copy took the per-access path and the other did not)."""
-    out = subprocess.run([BINUTILS[c.arch] + "nm", c.prog], stdout=subprocess.PIPE,
+    out = subprocess.run([common.BINUTILS[c.arch] + "nm", c.prog], stdout=subprocess.PIPE,
                          check=True, text=True).stdout
     at = {f[2]: int(f[0], 16) for f in (line.split() for line in out.splitlines())
           if len(f) == 3}
@@ -805,7 +785,7 @@ def case_cas(c):
         print("%s cas: no compare-and-swap instruction in the guest here" % c.arch)
         return
     lo, size = symbol(c.arch, c.prog, "cas_inc")
-    cas = [pc for pc, (_, asm) in decode(c.arch, c.prog).items()
+    cas = [pc for pc, (_, asm) in common.disassemble(c.arch, c.prog).items()
            if lo <= pc < lo + size and re.match(r"(lock cmpxchg|cas\s)", asm)]
     if len(cas) != 1:
         common.fail("%s: cas_inc has %d compare-and-swap instructions, not 1" % (c.prog, len(cas)))
@@ -917,20 +897,6 @@ def fsize_silent(c):
         figures = "no counters file"
     c.report("fsize silent lossy consumer", problems, "guest done in %.1f s, %s"
              % (took, figures))
-
-def program_loads(arch, prog):
-    """[(vaddr, memsz, offset, executable)] of prog's PT_LOAD headers, as readelf says."""
-    out = subprocess.run([BINUTILS[arch] + "readelf", "-lW", prog], stdout=subprocess.PIPE,
-                         check=True, text=True).stdout
-    loads = []
-    for m in re.finditer(r"^\s*LOAD\s+0x([0-9a-f]+) 0x([0-9a-f]+) 0x[0-9a-f]+ 0x[0-9a-f]+ "
-                         r"0x([0-9a-f]+) ([RWE ]+?)\s+0x", out, re.M):
-        loads.append((int(m.group(2), 16), int(m.group(3), 16), int(m.group(1), 16),
-                      "E" in m.group(4)))
-    if not loads:
-        common.fail("%s: readelf shows no LOAD header" % prog)
-    return loads
-
 
 MAP_LINE = re.compile(r"^(\d+) (MAPPED|MMAP|MUNMAP|MPROTECT|MREMAP) 0x([0-9a-f]+) len=0x([0-9a-f]+)"
                       r"(?: prot=([-r][-w][-x]))?(?: from=0x([0-9a-f]+) old_len=0x([0-9a-f]+))?"
@@ -1045,7 +1011,7 @@ def check_maps(c, enc, dump, out, code, loads):
 
 
 def case_maps(c):
-    loads = program_loads(c.arch, c.prog)
+    loads = common.elf_loads(c.arch, c.prog)
     for enc in ("block", "insn"):
         dump = c.path("maps-%s.dump" % enc)
         ctr = c.path("maps-%s.ctr" % enc)
