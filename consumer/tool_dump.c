@@ -95,6 +95,12 @@ static char *put_hex(char *p, uint64_t v)
     return put_xdigits(p, v);
 }
 
+/* @p key, then @p v in hex: " len=0x1000". */
+static char *put_field(char *p, const char *key, uint64_t v)
+{
+    return put_hex(put_str(p, key), v);
+}
+
 static char *put_dec(char *p, uint64_t v)
 {
     char tmp[20];
@@ -201,25 +207,17 @@ static int on_mmap(void *user, const struct sluice_thread_info *t, const struct 
     }
     p = put_dec(l->text, t->tid);
     p = put_str(p, m->snapshot ? " MAPPED " : kind[m->kind <= 4 ? m->kind : 0]);
-    p = put_hex(p, m->start);
-    p = put_str(p, " len=");
-    p = put_hex(p, m->len);
+    p = put_field(put_hex(p, m->start), " len=", m->len);
     if (m->kind == SLUICE_MAP_MMAP || m->kind == SLUICE_MAP_MPROTECT) {
-        p = put_str(p, " prot=");
-        p = put_prot(p, m->prot);
+        p = put_prot(put_str(p, " prot="), m->prot);
     }
     if (m->kind == SLUICE_MAP_MREMAP) {
-        p = put_str(p, " from=");
-        p = put_hex(p, m->old_start);
-        p = put_str(p, " old_len=");
-        p = put_hex(p, m->old_len);
+        p = put_field(put_field(p, " from=", m->old_start), " old_len=", m->old_len);
     }
     if (m->kind == SLUICE_MAP_MMAP || m->kind == SLUICE_MAP_MREMAP) {
-        p = put_str(p, " off=");
-        p = put_hex(p, m->offset);
+        p = put_field(p, " off=", m->offset);
         if (m->kind == SLUICE_MAP_MMAP) {
-            p = put_str(p, " base=");
-            p = put_hex(p, m->base);
+            p = put_field(p, " base=", m->base);
         }
         *p++ = ' ';
         p = put_path(p, m->path);
@@ -239,9 +237,7 @@ static int on_mem(const struct sluice_thread_info *t, const struct sluice_mem *m
     p = put_str(p, m->is_write ? " WRITE" : " READ");
     p = put_dec(p, m->size);
     *p++ = ' ';
-    p = put_hex(p, m->pc);
-    p = put_str(p, " addr=");
-    p = put_hex(p, m->addr);
+    p = put_field(put_hex(p, m->pc), " addr=", m->addr);
     p = put_str(p, " val=");
     if (m->size == 16) {
         p = put_hex(p, m->value_hi);

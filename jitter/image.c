@@ -158,18 +158,27 @@ void image_munmap(uint64_t start, uint64_t len)
     pthread_mutex_unlock(&T.lock);
 }
 
+/* The mapping holding guest address @p addr, or NULL. T.lock held. */
+static const struct mapping *mapping_at(uint64_t addr)
+{
+    for (size_t i = 0; i < T.n_maps; i++) {
+        if (addr >= T.maps[i].start && addr < T.maps[i].end) {
+            return &T.maps[i];
+        }
+    }
+    return NULL;
+}
+
 void image_mremap(uint64_t old_start, uint64_t old_len, uint64_t start, uint64_t len)
 {
     struct mapping moved = {start, start + len, -1, 0};
-    size_t i;
+    const struct mapping *m;
 
     pthread_mutex_lock(&T.lock);
     /* One mapping moves (the kernel's mremap takes one), so the file is the one at old_start. */
-    for (i = 0; i < T.n_maps; i++) {
-        if (old_start >= T.maps[i].start && old_start < T.maps[i].end) {
-            moved.image = T.maps[i].image;
-            moved.offset = T.maps[i].offset + (old_start - T.maps[i].start);
-        }
+    if ((m = mapping_at(old_start))) {
+        moved.image = m->image;
+        moved.offset = m->offset + (old_start - m->start);
     }
     punch(old_start, old_start + old_len);
     punch(start, start + len);
@@ -192,60 +201,49 @@ static uint64_t base_of(int idx)
     return base;
 }
 
+/* Image id, base and file offset of @p addr in mapping @p m. T.lock held. */
+static void source_in(const struct mapping *m, uint64_t addr, uint32_t *id, uint64_t *base,
+                      uint64_t *offset)
+{
+    *id = (uint32_t)T.images[m->image].id;
+    *base = base_of(m->image);
+    *offset = m->offset + (addr - m->start);
+}
+
 int image_source_at(uint64_t addr, uint32_t *id, uint64_t *base, uint64_t *offset)
 {
-    int found = -ENOENT;
+    const struct mapping *m;
 
     pthread_mutex_lock(&T.lock);
-    for (size_t i = 0; i < T.n_maps; i++) {
-        const struct mapping *m = &T.maps[i];
-
-        if (addr >= m->start && addr < m->end) {
-            *id = (uint32_t)T.images[m->image].id;
-            *base = base_of(m->image);
-            *offset = m->offset + (addr - m->start);
-            found = 0;
-            break;
-        }
+    if ((m = mapping_at(addr))) {
+        source_in(m, addr, id, base, offset);
     }
     pthread_mutex_unlock(&T.lock);
-    return found;
+    return m ? 0 : -ENOENT;
 }
 
 int image_file_at(uint64_t addr, struct image_file *out)
 {
-    int found = -ENOENT;
+    const struct mapping *m;
 
     pthread_mutex_lock(&T.lock);
-    for (size_t i = 0; i < T.n_maps; i++) {
-        const struct mapping *m = &T.maps[i];
-
-        if (addr >= m->start && addr < m->end) {
-            out->id = (uint32_t)T.images[m->image].id;
-            out->base = base_of(m->image);
-            out->offset = m->offset + (addr - m->start);
-            snprintf(out->path, sizeof(out->path), "%s",
-                     T.images[m->image].path ? T.images[m->image].path : "");
-            found = 0;
-            break;
-        }
+    if ((m = mapping_at(addr))) {
+        source_in(m, addr, &out->id, &out->base, &out->offset);
+        snprintf(out->path, sizeof(out->path), "%s",
+                 T.images[m->image].path ? T.images[m->image].path : "");
     }
     pthread_mutex_unlock(&T.lock);
-    return found;
+    return m ? 0 : -ENOENT;
 }
 
 int image_of(uint64_t pc, struct sluice_image *out, const char **path)
 {
-    int idx = -1;
-    size_t i;
+    const struct mapping *m;
+    int idx;
 
     pthread_mutex_lock(&T.lock);
-    for (i = 0; i < T.n_maps; i++) {
-        if (pc >= T.maps[i].start && pc < T.maps[i].end) {
-            idx = T.maps[i].image;
-            break;
-        }
-    }
+    m = mapping_at(pc);
+    idx = m ? m->image : -1;
     if (idx >= 0) {
         out->base = base_of(idx);
         out->offset = pc - out->base;
