@@ -113,7 +113,7 @@ static double ring_run(uint64_t bytes, uint64_t total)
 
 static uint64_t call_h, call_n;
 
-/* pcsum's exec callback, in shape: the fold of tool_pcsum.c. */
+/* pcsum's exec callback, in shape: the fold of consumer/tools/pcsum.c. */
 __attribute__((noinline)) static int call_fold(void *user, const void *t, uint64_t pc, void *item)
 {
     (void)user, (void)t, (void)item;

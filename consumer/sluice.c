@@ -34,7 +34,7 @@
 #include "sluice/record.h"
 #include "progress.h"
 #include "sluice/consumer.h"
-#include "tools.h"
+#include "tools/tools.h"
 
 #ifndef SLUICE_QEMU_DIR_DEFAULT
 #define SLUICE_QEMU_DIR_DEFAULT ""

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * tool_pcsum.c — `sluice run --tool pcsum` and `--tool pcsum-batch`: an
+ * tools/pcsum.c — `sluice run --tool pcsum` and `--tool pcsum-batch`: an
  * order-sensitive checksum of each guest thread's PC sequence.
  *
  * Folds p_0..p_{n-1} into h = (...((0·K + p_0)·K + p_1)...)·K + p_{n-1}

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * tool_cov.c — `sluice run --tool cov -o FILE`: the translated blocks that
+ * tools/cov.c — `sluice run --tool cov -o FILE`: the translated blocks that
  * ran, as a drcov file (DynamoRIO's format, which Lighthouse, bncov and
  * Lightkeeper load):
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * tool_dump.c — `sluice run --tool dump`: one line per event.
+ * tools/dump.c — `sluice run --tool dump`: one line per event.
  *
  *   <tid> EXEC 0x<pc>
  *   <tid> READ<size> 0x<pc> addr=0x<addr> val=0x<val>

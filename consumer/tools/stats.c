@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * tool_stats.c — `sluice run --tool stats`: counts per guest thread.
+ * tools/stats.c — `sluice run --tool stats`: counts per guest thread.
  *
  * Needs no callbacks at all: the library counts exec events, MEM and LOST
  * records on its workers whatever the callbacks are, so this is the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * tool_rusage.c — the CPU time and peak memory of QEMU and of the consumer,
+ * tools/rusage.c — the CPU time and peak memory of QEMU and of the consumer,
  * for the tools' --json output (bench/run reads them to say where the time
  * goes). Main thread, after the session; never fails: a getrusage error
  * leaves the consumer's figures at zero.
