@@ -2,9 +2,9 @@
 /*
  * sluice.c — the `sluice` command.
  *
- *   sluice run [--filter F] [--set NAME=VALUE]... [--tool T] [--json] [--maps]
+ *   sluice run [--filter F] [--set NAME=VALUE]... [--tool T] [DUMP OPTIONS] [--json]
  *              [-o FILE] [--workers N] [--wait-attach N] -- PROGRAM [ARGS]
- *   sluice attach PID [--tool T] [--json] [--maps] [-o FILE] [--workers N] [--lossy]
+ *   sluice attach PID [--tool T] [DUMP OPTIONS] [--json] [-o FILE] [--workers N] [--lossy]
  *   sluice ls [--json]
  *
  * Main thread: parses arguments, finds qemu-<arch> and the jitter, checks
@@ -46,7 +46,7 @@
 struct run_args {
     const struct tool *tool;
     int json;
-    int maps; /* --maps */
+    unsigned dump; /* enum tool_dump_flags: --raw, --maps, --no-symbols, --no-disasm, --lines */
     const char *out;
     unsigned workers;
     unsigned wait_attach; /* run --wait-attach N */
@@ -58,24 +58,27 @@ struct run_args {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: sluice run [--filter F] [--set NAME=VALUE]... [--tool T] [--json]\n"
-               "                  [--maps] [-o FILE] [--workers N] [--wait-attach N]\n"
+    fprintf(f, "usage: sluice run [--filter F] [--set NAME=VALUE]... [--tool T] [DUMP OPTIONS]\n"
+               "                  [--json] [-o FILE] [--workers N] [--wait-attach N]\n"
                "                  -- PROGRAM [ARGS...]\n"
-               "       sluice attach PID [--tool T] [--json] [--maps] [-o FILE] [--workers N]\n"
-               "                  [--lossy]\n"
+               "       sluice attach PID [--tool T] [DUMP OPTIONS] [--json] [-o FILE]\n"
+               "                  [--workers N] [--lossy]\n"
                "       sluice ls [--json]\n"
                "  --filter F   decide what to trace with a BPF filter: F.bpf.o (clang -O2 -g\n"
                "               -target bpf), or F.c, compiled with clang (see filters/)\n"
                "  --set N=V    set the filter's global N (a const volatile knob) to V\n"
-               "  --tool T     analysis: stats (default; counts per thread), dump (one line\n"
-               "               per executed instruction and memory access), pcsum (an\n"
-               "               order-sensitive checksum of each thread's PCs, one callback per\n"
-               "               PC), pcsum-batch (the same sum, PCs taken in runs) or cov\n"
-               "               (the blocks that ran, as a drcov file for Lighthouse: -o FILE)\n"
+               "  --tool T     analysis: stats (default; counts per thread), dump (each\n"
+               "               instruction as it ran: pc, module!symbol+offset, disassembly,\n"
+               "               its memory accesses under it, the guest's mapping changes),\n"
+               "               pcsum (an order-sensitive checksum of each thread's PCs, one\n"
+               "               callback per PC), pcsum-batch (the same sum, PCs taken in\n"
+               "               runs) or cov (the blocks that ran, as a drcov file for\n"
+               "               Lighthouse: -o FILE)\n"
                "  --json       stats or pcsum as one JSON object on one line\n"
-               "  --maps       dump: also the guest's mapping changes (the map at the start,\n"
-               "               then mmap, munmap, mprotect, mremap) and each instruction's\n"
-               "               file and file offset\n"
+               "  dump options: --no-symbols, --no-disasm (faster), --lines (file:line from\n"
+               "               DWARF); --raw: one line per event for scripts (documented in\n"
+               "               the README), with --maps its mapping changes and each\n"
+               "               instruction's file and file offset\n"
                "  -o FILE      write the tool's output to FILE (default: stderr)\n"
                "  --workers N  decoding threads (default: online CPUs)\n"
                "  --wait-attach N  hold the guest before its first instruction until N more\n"
@@ -116,6 +119,29 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name)
         return argv[++*i];
     }
     return NULL;
+}
+
+/* The enum tool_dump_flags bit of a dump option, or 0. */
+static unsigned dump_flag(const char *arg)
+{
+    static const struct {
+        const char *name;
+        unsigned flag;
+    } flags[] = {
+        {"--raw", TOOL_DUMP_RAW},
+        {"--maps", TOOL_DUMP_MAPS},
+        {"--no-symbols", TOOL_DUMP_NO_SYMBOLS},
+        {"--no-disasm", TOOL_DUMP_NO_DISASM},
+        {"--lines", TOOL_DUMP_LINES},
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+        if (strcmp(arg, flags[i].name) == 0) {
+            return flags[i].flag;
+        }
+    }
+    return 0;
 }
 
 static const struct tool *find_tool(const char *name)
@@ -162,6 +188,7 @@ static int parse_args(int argc, char **argv, struct run_args *a, int attach)
     memset(a, 0, sizeof(*a));
     a->tool = &tool_stats;
     for (i = 2; i < argc; i++) {
+        unsigned flag;
         const char *v;
         long n;
 
@@ -175,8 +202,8 @@ static int parse_args(int argc, char **argv, struct run_args *a, int attach)
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) {
             a->json = 1;
-        } else if (strcmp(argv[i], "--maps") == 0) {
-            a->maps = 1;
+        } else if ((flag = dump_flag(argv[i]))) {
+            a->dump |= flag;
         } else if (attach && strcmp(argv[i], "--lossy") == 0) {
             a->lossy = 1;
         } else if ((v = opt_value(argc, argv, &i, "--tool"))) {
@@ -209,8 +236,14 @@ static int parse_args(int argc, char **argv, struct run_args *a, int attach)
     if (a->json && (a->tool == &tool_dump || a->tool == &tool_cov)) {
         return usage_error("%s", "--json goes with --tool stats, pcsum or pcsum-batch");
     }
-    if (a->maps && a->tool != &tool_dump) {
-        return usage_error("%s", "--maps goes with --tool dump");
+    if (a->dump && a->tool != &tool_dump) {
+        return usage_error("%s", "--raw, --maps, --no-symbols, --no-disasm and --lines go with "
+                                 "--tool dump");
+    }
+    if ((a->dump & TOOL_DUMP_RAW) &&
+        (a->dump & (TOOL_DUMP_NO_SYMBOLS | TOOL_DUMP_NO_DISASM | TOOL_DUMP_LINES))) {
+        return usage_error("%s", "--no-symbols, --no-disasm and --lines go with dump for people, "
+                                 "not --raw");
     }
     if (a->tool == &tool_cov && !a->out) {
         return usage_error("%s", "--tool cov writes a binary drcov file: give it -o FILE");
@@ -412,7 +445,7 @@ static int cmd_run(int argc, char **argv)
         return 2;
     }
     env.json = a.json;
-    env.maps = a.maps;
+    env.dump = a.dump;
     if (a.out && !(env.out = fopen(a.out, "we"))) {
         fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
         filter_arg_cleanup(&a.filter);
@@ -525,7 +558,7 @@ static int cmd_attach(int argc, char **argv)
         return rc;
     }
     env.json = a.json;
-    env.maps = a.maps;
+    env.dump = a.dump;
     if (a.out && !(env.out = fopen(a.out, "we"))) {
         fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
         return 2;

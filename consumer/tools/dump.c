@@ -2,6 +2,17 @@
 /*
  * tools/dump.c — `sluice run --tool dump`: one line per event.
  *
+ * For people (the default), each instruction as it ran, its memory accesses
+ * under it, and the mapping changes as --raw --maps prints them:
+ *
+ *   <tid> 0x<pc> <module>!<symbol>+0x<off> [(<file>:<line>)]  <mnemonic> <operands>
+ *   <tid>   READ<size> addr=0x<addr> val=0x<val>
+ *   <tid>   WRITE<size> addr=0x<addr> val=0x<val>
+ *
+ * (symbolize.h says what the part after the pc can be.)
+ *
+ * With --raw, for scripts and the tests:
+ *
  *   <tid> EXEC 0x<pc>
  *   <tid> READ<size> 0x<pc> addr=0x<addr> val=0x<val>
  *   <tid> WRITE<size> 0x<pc> addr=0x<addr> val=0x<val>     (size 16: val=0x<hi>:0x<lo>)
@@ -9,7 +20,7 @@
  *   <tid> PRINTK <text>        (a filter's message; non-printable bytes as '.',
  *                               cut at 96 bytes with "...")
  *
- * With --maps, EXEC lines end in " <file>@0x<file offset>" (the file's last
+ * With --raw --maps, EXEC lines end in " <file>@0x<file offset>" (the file's last
  * path component; "[anon]" for anonymous memory, "[?]" if no mapping is
  * known) and the guest's mapping changes are lines of their own:
  *   <tid> MAPPED 0x<start> len=0x<len> prot=<rwx> off=0x<off> base=0x<base> <path>
@@ -40,6 +51,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "symbolize.h"
 #include "tools.h"
 
 /* The output: one per process (one `sluice run`). Only the ordering thread
@@ -63,6 +75,8 @@ struct line {
 };
 #define LINE_BYTES 128u
 #define LINE_MAPS_BYTES 256u
+/* For people: tid, pc and what symbolize.h describes. */
+#define LINE_PEOPLE_BYTES 512u
 
 static char *put_str(char *p, const char *s)
 {
@@ -121,6 +135,12 @@ static int finish(struct line *l, char *p)
     *p++ = '\n';
     l->len = (uint32_t)(p - l->text);
     return 1;
+}
+
+/* --raw: the lines for scripts. */
+static int raw(void)
+{
+    return (out.env->dump & TOOL_DUMP_RAW) != 0;
 }
 
 /* Whether the output failed: then no more lines are made. */
@@ -194,6 +214,24 @@ static int on_exec_maps(void *user, const struct sluice_thread_info *t, uint64_t
     return finish(l, p);
 }
 
+/* For people: "<tid> 0x<pc> <module>!<symbol>+0x<off>  <instruction>". */
+static int on_exec_people(void *user, const struct sluice_thread_info *t, uint64_t pc, void *item)
+{
+    struct line *l = item;
+    char *p, *end = l->text + LINE_PEOPLE_BYTES - sizeof(*l) - 1; /* room for the newline */
+
+    (void)user;
+    if (dropping()) {
+        return 0;
+    }
+    p = put_dec(l->text, t->tid);
+    *p++ = ' ';
+    p = put_hex(p, pc);
+    *p++ = ' ';
+    p += sym_describe(t, pc, p, (size_t)(end - p));
+    return finish(l, p);
+}
+
 static int on_mmap(void *user, const struct sluice_thread_info *t, const struct sluice_map *m,
                    void *item)
 {
@@ -225,6 +263,7 @@ static int on_mmap(void *user, const struct sluice_thread_info *t, const struct 
     return finish(l, p);
 }
 
+/* "<tid> READ8 0x<pc> addr=..." (--raw), or "<tid>   READ8 addr=..." under its instruction. */
 static int on_mem(const struct sluice_thread_info *t, const struct sluice_mem *m, void *item)
 {
     struct line *l = item;
@@ -234,10 +273,10 @@ static int on_mem(const struct sluice_thread_info *t, const struct sluice_mem *m
         return 0;
     }
     p = put_dec(l->text, t->tid);
-    p = put_str(p, m->is_write ? " WRITE" : " READ");
+    p = put_str(p, m->is_write ? (raw() ? " WRITE" : "   WRITE") : (raw() ? " READ" : "   READ"));
     p = put_dec(p, m->size);
-    *p++ = ' ';
-    p = put_field(put_hex(p, m->pc), " addr=", m->addr);
+    p = raw() ? put_hex(put_str(p, " "), m->pc) : p;
+    p = put_field(p, " addr=", m->addr);
     p = put_str(p, " val=");
     if (m->size == 16) {
         p = put_hex(p, m->value_hi);
@@ -363,9 +402,21 @@ static void setup(struct tool_env *env, struct sluice_callbacks *cb)
     out.fd = fileno(env->out);
     out.truncatable = env->out != stderr && fstat(out.fd, &st) == 0 && S_ISREG(st.st_mode);
     cb->user = env;
-    cb->item_size = env->maps ? LINE_MAPS_BYTES : LINE_BYTES;
-    cb->exec = env->maps ? on_exec_maps : on_exec;
-    cb->mmap = env->maps ? on_mmap : NULL;
+    if (!raw()) {
+        sym_init((env->dump & TOOL_DUMP_NO_SYMBOLS ? 0u : SYM_SYMBOLS) |
+                 (env->dump & TOOL_DUMP_NO_DISASM ? 0u : SYM_DISASM) |
+                 (env->dump & TOOL_DUMP_LINES ? SYM_LINES : 0u));
+        cb->item_size = LINE_PEOPLE_BYTES;
+        cb->exec = on_exec_people;
+        cb->mmap = on_mmap;
+    } else if (env->dump & TOOL_DUMP_MAPS) {
+        cb->item_size = LINE_MAPS_BYTES;
+        cb->exec = on_exec_maps;
+        cb->mmap = on_mmap;
+    } else {
+        cb->item_size = LINE_BYTES;
+        cb->exec = on_exec;
+    }
     cb->read = on_read;
     cb->write = on_read; /* on_mem tells loads from stores */
     cb->lost = on_lost;
@@ -386,9 +437,13 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     if (total.lost) {
         fprintf(stderr, "sluice: warning: %llu events lost\n", (unsigned long long)total.lost);
     }
+    out.unknown += sym_unknown();
+    if (!raw()) {
+        sym_fini();
+    }
     if (out.unknown) {
         fprintf(stderr,
-                "sluice: dump --maps: %llu instructions ran where no mapping is known ([?]: "
+                "sluice: dump: %llu instructions ran where no mapping is known ([?]: "
                 "without a block table, or after the module log filled up)\n",
                 (unsigned long long)out.unknown);
     }

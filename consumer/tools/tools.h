@@ -12,11 +12,20 @@
 
 #include "sluice/consumer.h"
 
+/** `--tool dump`'s options. */
+enum tool_dump_flags {
+    TOOL_DUMP_RAW = 1,  /**< --raw: one line per event for scripts */
+    TOOL_DUMP_MAPS = 2, /**< --maps (with --raw): mapping events, each EXEC's file and offset */
+    TOOL_DUMP_NO_SYMBOLS = 4, /**< --no-symbols: no module!symbol+offset */
+    TOOL_DUMP_NO_DISASM = 8,  /**< --no-disasm: no disassembly */
+    TOOL_DUMP_LINES = 16,     /**< --lines: file:line from DWARF line info */
+};
+
 /** What the command gives a tool. */
 struct tool_env {
     FILE *out;                /**< where the tool writes (-o FILE, else stderr) */
     int json;                 /**< --json */
-    int maps;                 /**< --maps (dump: mapping events, and each EXEC's file and offset) */
+    unsigned dump;            /**< dump's options: enum tool_dump_flags */
     const char *name;         /**< what out is, for messages: FILE, or "stderr" */
     struct rusage qemu_usage; /**< QEMU's resource use (and its reaped children's), set before
                                  report() */

@@ -212,7 +212,7 @@ class Ctx:
     def attach(self, pid, name, xdg, tool="dump", extra=(), **kw):
         out = self.path(name + "." + tool)
         return start(self, [self.args.sluice, "attach", str(pid), "--tool", tool, "-o", out]
-                     + list(extra), name, xdg, **kw), out
+                     + common.raw(tool) + list(extra), name, xdg, **kw), out
 
     def stats_window(self, run, name, seconds):
         """`sluice attach --tool stats --json` for seconds: (exit, insns or why not, stderr)."""

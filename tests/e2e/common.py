@@ -109,8 +109,15 @@ def cmd_ref(arch, plugin, out, prog, args, mode="dump"):
     return [qemu_bin(arch), "-plugin", "%s,out=%s,mode=%s" % (plugin, out, mode), prog] + list(args)
 
 
+def raw(tool):
+    """The options that make `tool` print for scripts: dump's --raw lines (README), the
+    format every test here reads."""
+    return ["--raw"] if tool == "dump" else []
+
+
 def cmd_sluice(sluice, tool, out, prog, args, extra=()):
-    return [sluice, "run", "--tool", tool] + list(extra) + ["-o", out, "--", prog] + list(args)
+    return [sluice, "run", "--tool", tool] + raw(tool) + list(extra) + ["-o", out, "--", prog] \
+        + list(args)
 
 
 def fresh(path):

@@ -92,7 +92,8 @@ STANDIN_KILLED = "#!/bin/sh\n# Stand-in: a patched QEMU that is killed at once.\
 
 def sluice_cmd(args, prog, guest_args=(), tool="stats", extra=()):
     """No -o: a stats table would go to stderr, where the tests look."""
-    return [args.sluice, "run", "--tool", tool] + list(extra) + ["--", prog] + list(guest_args)
+    return [args.sluice, "run", "--tool", tool] + common.raw(tool) + list(extra) + ["--", prog] \
+        + list(guest_args)
 
 
 def expect(what, cmd, want_lines, extra_env=None, want_rc=2, preexec_fn=None):
@@ -301,7 +302,7 @@ def file_size_limit(args, tmp, exit_code):
     out = common.fresh(os.path.join(tmp, "limited.dump"))
     script = ("i=0; while [ $i -lt 400 ]; do i=$((i+1)); done; echo loop-done; sleep 2; "
               "echo guest-done; exit %d" % exit_code)
-    cmd = [args.sluice, "run", "--tool", "dump", "-o", out, "--", "/bin/sh", "-c", script]
+    cmd = [args.sluice, "run", "--tool", "dump", "--raw", "-o", out, "--", "/bin/sh", "-c", script]
     env = common.guest_env(sluice=True)
     # the rings are memfds, which the limit covers too: keep them well below it
     env["SLUICE_RING_BYTES"] = "262144"

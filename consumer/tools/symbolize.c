@@ -1,0 +1,543 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * tools/symbolize.c — a guest pc as people read it: module!symbol+offset,
+ * file:line and the disassembled instruction (see symbolize.h).
+ *
+ * Owns the open files (one `struct module` per path the trace named: an fd
+ * for the instruction bytes, a libdw session for its symbols and lines, its
+ * PT_LOADs) and one capstone handle per guest architecture, all behind one
+ * lock; and, per worker thread, a cache of recently described pcs, so that a
+ * loop's pcs take the lock once each. Runs on worker threads. Never trusts
+ * the files: symbol names are cut and cleaned like paths, a file that is not
+ * ELF or cannot be read is only named, and the number of files held open is
+ * bounded.
+ */
+#include <capstone/capstone.h>
+#include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "symbolize.h"
+
+/* Files held open at most; those past it are named, not read. */
+#define MAX_MODULES 1024u
+#define MAX_LOADS 16u
+#define HASH_SLOTS 256u
+/* Per worker: recent pcs, and the longest text one holds. */
+#define CACHE_SLOTS 2048u
+#define TEXT_BYTES 400u
+
+struct load {
+    uint64_t offset, filesz, vaddr; /* a PT_LOAD: file bytes [offset, +filesz) at vaddr */
+};
+
+/* A code symbol, at its link-time address. */
+struct symbol {
+    uint64_t addr, size;
+    uint64_t max_end; /* the highest addr + size of this and every symbol before it */
+    const char *name; /* libdw's: valid while the module's Dwfl is */
+    int rank;         /* binding: global 0, weak 1, local 2 (lower wins a tie) */
+};
+
+struct module {
+    struct module *next; /* hash chain */
+    uint64_t hash;
+    char *path;
+    int fd;     /* -1: not readable */
+    Dwfl *dwfl; /* NULL: not ELF (or libdw could not read it) */
+    Dwfl_Module *mod;
+    GElf_Addr bias; /* libdw's address = link-time address + bias */
+    unsigned n_loads;
+    struct load loads[MAX_LOADS];
+    struct symbol *syms; /* by address; NULL when none */
+    size_t n_syms;
+};
+
+/* The capstone handle of one guest architecture. */
+struct disasm {
+    const char *arch;
+    cs_arch cs_arch;
+    int cs_mode;
+    int state; /* 0 not opened yet, 1 open, -1 failed */
+    csh handle;
+};
+
+static struct {
+    pthread_mutex_t lock;
+    unsigned flags;
+    struct module *slots[HASH_SLOTS];
+    unsigned n_modules;
+    int said_no_disasm;
+    uint64_t unknown; /* atomic */
+    pthread_key_t key;
+    int key_made;
+} sym = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static struct disasm disasms[] = {
+    {"x86_64", CS_ARCH_X86, CS_MODE_64, 0, 0},
+    {"aarch64", CS_ARCH_ARM64, CS_MODE_ARM, 0, 0},
+    {"mipsel", CS_ARCH_MIPS, CS_MODE_MIPS32 | CS_MODE_LITTLE_ENDIAN, 0, 0},
+    {"mips", CS_ARCH_MIPS, CS_MODE_MIPS32 | CS_MODE_BIG_ENDIAN, 0, 0},
+};
+
+struct cached {
+    uint64_t pc, offset, start, path_hash; /* the key: the same pc of the same mapping */
+    uint32_t pid, len;                     /* len 0: empty slot */
+    char text[TEXT_BYTES];
+};
+
+static __thread struct cached *cache;
+
+/* FNV-1a of a path. */
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    while (*s) {
+        h = (h ^ (unsigned char)*s++) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Append @p s, at most @p max bytes of it (its tail when @p tail), control
+ * characters and non-ASCII as '?', not past @p end. */
+static char *put_clean(char *p, char *end, const char *s, size_t max, int tail)
+{
+    size_t n = strlen(s);
+
+    if (n > max) {
+        s += tail ? n - max : 0;
+        n = max;
+    }
+    for (; n && p < end; n--, s++) {
+        unsigned char c = (unsigned char)*s;
+
+        *p++ = c < 0x20 || c >= 0x7f ? '?' : (char)c;
+    }
+    return p;
+}
+
+static char *put_hex(char *p, char *end, uint64_t v)
+{
+    char tmp[24];
+
+    return put_clean(p, end, tmp,
+                     (size_t)snprintf(tmp, sizeof(tmp), "0x%llx", (unsigned long long)v), 0);
+}
+
+static const Dwfl_Callbacks dwfl_callbacks = {
+    .find_elf = NULL,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+};
+
+static int by_address(const void *a, const void *b)
+{
+    const struct symbol *x = a, *y = b;
+
+    if (x->addr != y->addr) {
+        return x->addr < y->addr ? -1 : 1;
+    }
+    return x->rank - y->rank;
+}
+
+/* m->syms: the code symbols (functions, ifuncs, untyped; not mapping symbols) of every symbol
+ * table libdw found (.symtab, .dynsym, separate debug info), sorted, so a
+ * lookup is a binary search (libdw's own walks every symbol). */
+static void module_read_symbols(struct module *m)
+{
+    int n = dwfl_module_getsymtab(m->mod), i;
+    size_t k = 0;
+
+    if (n <= 0 || !(m->syms = calloc((size_t)n, sizeof(*m->syms)))) {
+        return;
+    }
+    for (i = 1; i < n; i++) {
+        GElf_Sym s;
+        GElf_Addr addr;
+        GElf_Word shndx;
+        const char *name = dwfl_module_getsym_info(m->mod, i, &s, &addr, &shndx, NULL, NULL);
+        int type = GELF_ST_TYPE(s.st_info), bind = GELF_ST_BIND(s.st_info);
+
+        /* '$x', '$d', '$a': ARM and RISC-V mapping symbols, which mark code and data */
+        if (!name || !*name || *name == '$' || s.st_shndx == SHN_UNDEF ||
+            (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE)) {
+            continue;
+        }
+        m->syms[k++] = (struct symbol){
+            .addr = addr - m->bias,
+            .size = s.st_size,
+            .name = name,
+            .rank = bind == STB_GLOBAL ? 0
+                    : bind == STB_WEAK ? 1
+                                       : 2,
+        };
+    }
+    m->n_syms = k;
+    qsort(m->syms, k, sizeof(*m->syms), by_address);
+    for (k = 0; k < m->n_syms; k++) {
+        uint64_t end = m->syms[k].addr + m->syms[k].size, before = k ? m->syms[k - 1].max_end : 0;
+
+        m->syms[k].max_end = end > before ? end : before;
+    }
+}
+
+/* The symbol holding link-time address @p addr: the sized symbol that
+ * contains it and starts last (global before weak before local at one
+ * address); else the nearest size-0 symbol before it, if no sized one lies
+ * between and it is at or above @p floor, the start of addr's PT_LOAD
+ * (hand-written assembly often has no size; __ehdr_start is no function);
+ * else NULL. */
+static const struct symbol *symbol_at(const struct module *m, uint64_t addr, uint64_t floor)
+{
+    size_t lo = 0, hi = m->n_syms, i;
+    const struct symbol *sizeless = NULL;
+
+    while (lo < hi) { /* lo: the first symbol past addr */
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (m->syms[mid].addr <= addr) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    for (i = lo; i-- > 0 && m->syms[i].max_end > addr;) {
+        const struct symbol *s = &m->syms[i];
+
+        if (s->size && addr - s->addr < s->size) {
+            while (i > 0 && m->syms[i - 1].addr == s->addr && m->syms[i - 1].size) {
+                s = &m->syms[--i]; /* the best-ranked of those at that address */
+            }
+            return s;
+        }
+    }
+    for (i = lo; i-- > 0 && m->syms[i].addr >= floor;) {
+        if (m->syms[i].size) {
+            return sizeless;
+        }
+        if (!sizeless || m->syms[i].addr == sizeless->addr) {
+            sizeless = &m->syms[i];
+        } else {
+            break;
+        }
+    }
+    return sizeless;
+}
+
+/* Read @p m's symbols and PT_LOADs with libdw; leaves m->dwfl NULL when
+ * the file is not ELF. */
+static void module_read_elf(struct module *m)
+{
+    size_t n, i;
+    Elf *elf;
+
+    m->dwfl = dwfl_begin(&dwfl_callbacks);
+    if (!m->dwfl) {
+        return;
+    }
+    dwfl_report_begin(m->dwfl);
+    m->mod = dwfl_report_elf(m->dwfl, "m", m->path, -1, 0, 0);
+    dwfl_report_end(m->dwfl, NULL, NULL);
+    elf = m->mod ? dwfl_module_getelf(m->mod, &m->bias) : NULL;
+    if (!elf || elf_getphdrnum(elf, &n) != 0) {
+        dwfl_end(m->dwfl);
+        m->dwfl = NULL;
+        return;
+    }
+    for (i = 0; i < n && m->n_loads < MAX_LOADS; i++) {
+        GElf_Phdr ph;
+
+        if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD) {
+            m->loads[m->n_loads++] =
+                (struct load){.offset = ph.p_offset, .filesz = ph.p_filesz, .vaddr = ph.p_vaddr};
+        }
+    }
+    module_read_symbols(m);
+}
+
+/* The module of @p path, opened on first use; NULL past MAX_MODULES or out
+ * of memory. Under sym.lock. */
+static struct module *module_get(const char *path, uint64_t hash)
+{
+    struct module **slot = &sym.slots[hash % HASH_SLOTS], *m;
+
+    for (m = *slot; m; m = m->next) {
+        if (m->hash == hash && strcmp(m->path, path) == 0) {
+            return m;
+        }
+    }
+    if (sym.n_modules >= MAX_MODULES || !(m = calloc(1, sizeof(*m)))) {
+        return NULL;
+    }
+    m->path = strdup(path);
+    if (!m->path) {
+        free(m);
+        return NULL;
+    }
+    m->hash = hash;
+    m->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (m->fd >= 0 && (sym.flags & (SYM_SYMBOLS | SYM_LINES))) {
+        module_read_elf(m);
+    }
+    m->next = *slot;
+    *slot = m;
+    sym.n_modules++;
+    return m;
+}
+
+/* The PT_LOAD that maps file offset @p off, or NULL. */
+static const struct load *load_of(const struct module *m, uint64_t off)
+{
+    unsigned i;
+
+    for (i = 0; i < m->n_loads; i++) {
+        const struct load *l = &m->loads[i];
+
+        if (off >= l->offset && off - l->offset < l->filesz) {
+            return l;
+        }
+    }
+    return NULL;
+}
+
+/* " !symbol+0xoff" / "!0xaddr" / "@0xoffset", then " (file:line)". Under sym.lock. */
+static char *put_symbol(char *p, char *end, struct module *m, uint64_t offset)
+{
+    const struct load *l = m && m->dwfl ? load_of(m, offset) : NULL;
+    const struct symbol *s = NULL;
+    uint64_t addr;
+
+    if (!l) {
+        return put_hex(put_clean(p, end, "@", 1, 0), end, offset);
+    }
+    addr = l->vaddr + (offset - l->offset); /* the link-time address */
+    p = put_clean(p, end, "!", 1, 0);
+    if (sym.flags & SYM_SYMBOLS) {
+        s = symbol_at(m, addr, l->vaddr);
+    }
+    if (s) {
+        p = put_clean(p, end, s->name, 120, 0);
+        p = put_hex(put_clean(p, end, "+", 1, 0), end, addr - s->addr);
+    } else {
+        p = put_hex(p, end, addr);
+    }
+    if (sym.flags & SYM_LINES) {
+        Dwfl_Line *line = dwfl_module_getsrc(m->mod, addr + m->bias);
+        const char *file;
+        int lineno = 0;
+        char num[16];
+
+        if (line && (file = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL))) {
+            p = put_clean(put_clean(p, end, " (", 2, 0), end, file, 100, 1);
+            snprintf(num, sizeof(num), ":%d)", lineno);
+            p = put_clean(p, end, num, sizeof(num), 0);
+        }
+    }
+    return p;
+}
+
+/* The capstone handle for @p arch, or NULL (none, or it failed). Under sym.lock. */
+static struct disasm *disasm_for(const char *arch)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof(disasms) / sizeof(disasms[0]); i++) {
+        struct disasm *d = &disasms[i];
+
+        if (strcmp(d->arch, arch) != 0) {
+            continue;
+        }
+        if (d->state == 0) {
+            d->state = cs_open(d->cs_arch, (cs_mode)d->cs_mode, &d->handle) == CS_ERR_OK ? 1 : -1;
+        }
+        return d->state == 1 ? d : NULL;
+    }
+    if (!sym.said_no_disasm) {
+        sym.said_no_disasm = 1;
+        fprintf(stderr, "sluice: dump: no disassembler for %s guests (capstone %d.%d has none)\n",
+                arch, CS_API_MAJOR, CS_API_MINOR);
+    }
+    return NULL;
+}
+
+/* An instruction capstone does not decode (newer than it, as SVE for
+ * capstone 4, or invalid): a fixed-width one as its word, objdump's
+ * ".inst 0x<word>"; an x86 one as "(not decoded)". */
+static char *put_undecoded(char *p, char *end, const struct disasm *d, const uint8_t *bytes,
+                           size_t n)
+{
+    char word[48];
+    uint32_t w;
+
+    if (d->cs_arch == CS_ARCH_X86 || n < 4) {
+        return put_clean(p, end, "(not decoded)", 13, 0);
+    }
+    w = d->cs_mode & CS_MODE_BIG_ENDIAN ? (uint32_t)bytes[0] << 24 | (uint32_t)bytes[1] << 16 |
+                                              (uint32_t)bytes[2] << 8 | bytes[3]
+                                        : (uint32_t)bytes[3] << 24 | (uint32_t)bytes[2] << 16 |
+                                              (uint32_t)bytes[1] << 8 | bytes[0];
+    snprintf(word, sizeof(word), ".inst 0x%08x (not decoded)", w);
+    return put_clean(p, end, word, sizeof(word), 0);
+}
+
+/* "  mnemonic operands" of the instruction at file offset @p offset, run at @p pc. Under sym.lock.
+ */
+static char *put_insn(char *p, char *end, const struct module *m, const char *arch, uint64_t offset,
+                      uint64_t pc)
+{
+    struct disasm *d = disasm_for(arch);
+    uint8_t bytes[16];
+    cs_insn *insn = NULL;
+    ssize_t n;
+
+    if (!d || m->fd < 0) {
+        return p;
+    }
+    n = pread(m->fd, bytes, sizeof(bytes), (off_t)offset);
+    if (n <= 0) {
+        return p;
+    }
+    p = put_clean(p, end, "  ", 2, 0);
+    if (cs_disasm(d->handle, bytes, (size_t)n, pc, 1, &insn) != 1) {
+        return put_undecoded(p, end, d, bytes, (size_t)n);
+    }
+    p = put_clean(p, end, insn->mnemonic, sizeof(insn->mnemonic), 0);
+    if (insn->op_str[0]) {
+        p = put_clean(put_clean(p, end, " ", 1, 0), end, insn->op_str, sizeof(insn->op_str), 0);
+    }
+    cs_free(insn, 1);
+    return p;
+}
+
+/* Describe @p pc of mapping @p mm into [p, end): the slow path, under the lock. */
+static char *describe(char *p, char *end, const struct sluice_thread_info *t, uint64_t pc,
+                      const struct sluice_module *mm, uint64_t path_hash)
+{
+    const char *base = strrchr(mm->path, '/');
+    struct module *m;
+
+    pthread_mutex_lock(&sym.lock);
+    m = module_get(mm->path, path_hash);
+    if (sym.flags & (SYM_SYMBOLS | SYM_LINES)) {
+        p = put_clean(p, end, base ? base + 1 : mm->path, 80, 1);
+        p = put_symbol(p, end, m, mm->offset);
+    }
+    if ((sym.flags & SYM_DISASM) && m) {
+        p = put_insn(p, end, m, t->arch, mm->offset, pc);
+    }
+    pthread_mutex_unlock(&sym.lock);
+    return p;
+}
+
+static struct cached *thread_cache(void)
+{
+    if (!cache && sym.key_made) {
+        cache = calloc(CACHE_SLOTS, sizeof(*cache));
+        if (cache) {
+            pthread_setspecific(sym.key, cache);
+        }
+    }
+    return cache;
+}
+
+size_t sym_describe(const struct sluice_thread_info *t, uint64_t pc, char *buf, size_t cap)
+{
+    struct sluice_module mm;
+    struct cached *c, *slot;
+    char tmp[TEXT_BYTES], *p;
+    uint64_t h;
+    size_t n;
+    int r;
+
+    if (!(sym.flags & (SYM_SYMBOLS | SYM_DISASM | SYM_LINES))) {
+        return 0;
+    }
+    r = sluice_map__at(t, pc, &mm);
+    if (r < 0 || !mm.path) {
+        const char *what = r < 0 ? "[?]" : "[anon]";
+
+        if (r < 0) {
+            __atomic_fetch_add(&sym.unknown, 1, __ATOMIC_RELAXED);
+        }
+        n = strlen(what) < cap ? strlen(what) : cap;
+        memcpy(buf, what, n);
+        return n;
+    }
+    h = hash_str(mm.path);
+    c = thread_cache();
+    slot = c ? &c[(pc ^ (pc >> 11) ^ t->pid) % CACHE_SLOTS] : NULL;
+    if (slot && slot->len && slot->pc == pc && slot->pid == t->pid && slot->offset == mm.offset &&
+        slot->start == mm.start && slot->path_hash == h) {
+        n = slot->len < cap ? slot->len : cap;
+        memcpy(buf, slot->text, n);
+        return n;
+    }
+    p = describe(tmp, tmp + sizeof(tmp), t, pc, &mm, h);
+    n = (size_t)(p - tmp);
+    if (slot && n) {
+        *slot = (struct cached){.pc = pc,
+                                .offset = mm.offset,
+                                .start = mm.start,
+                                .path_hash = h,
+                                .pid = t->pid,
+                                .len = (uint32_t)n};
+        memcpy(slot->text, tmp, n);
+    }
+    n = n < cap ? n : cap;
+    memcpy(buf, tmp, n);
+    return n;
+}
+
+uint64_t sym_unknown(void)
+{
+    return __atomic_load_n(&sym.unknown, __ATOMIC_RELAXED);
+}
+
+void sym_init(unsigned flags)
+{
+    sym.flags = flags;
+    if (!sym.key_made) {
+        sym.key_made = pthread_key_create(&sym.key, free) == 0; /* else: no cache, only slower */
+    }
+}
+
+void sym_fini(void)
+{
+    size_t i;
+
+    for (i = 0; i < HASH_SLOTS; i++) {
+        struct module *m, *next;
+
+        for (m = sym.slots[i]; m; m = next) {
+            next = m->next;
+            if (m->dwfl) {
+                dwfl_end(m->dwfl);
+            }
+            if (m->fd >= 0) {
+                close(m->fd);
+            }
+            free(m->syms);
+            free(m->path);
+            free(m);
+        }
+        sym.slots[i] = NULL;
+    }
+    sym.n_modules = 0;
+    for (i = 0; i < sizeof(disasms) / sizeof(disasms[0]); i++) {
+        if (disasms[i].state == 1) {
+            cs_close(&disasms[i].handle);
+        }
+        disasms[i].state = 0;
+    }
+    if (sym.key_made) {
+        pthread_setspecific(sym.key, NULL);
+    }
+    free(cache); /* the main thread's, if it described anything */
+    cache = NULL;
+}

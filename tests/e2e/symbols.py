@@ -1,0 +1,370 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""symbols: `sluice run --tool dump` for people against binutils.
+
+Every distinct pc of a traced program is checked against what binutils says
+of the same file at the same place (the file offset the dump's own mapping
+lines give, turned into a link-time address with readelf's PT_LOADs):
+
+  symbol       `module!symbol+0xoff`: nm (the file's .symtab and .dynsym, and
+               the separate debug file libdw would find by build id) lists a
+               code symbol of that name at address - off, and off is inside it
+               when it has a size; where nm has a sized code symbol holding the
+               address, the dump names one; `module!0xaddr` only where nm has
+               none, with addr the link-time address
+  line         `(file:line)` (--lines) equals addr2line -e FILE ADDR (file's last
+               component and line), and is present exactly where addr2line
+               knows the line (programs built with -g)
+  disassembly  mnemonic and operands equal objdump -d's (x86_64: -M intel),
+               once both are written the same way (case, spaces, '$' and '#',
+               numbers as values, a branch target as objdump's link-time
+               address or the run-time one); riscv64 has none (capstone 4)
+
+Programs: each architecture's static `loops` guest (built with -g), the host's
+sha256sum (a PIE with ld.so and libc), and Debian's static busybox for arm64
+and mipsel (stripped: no symbols; tests/e2e/fetch-busybox.sh puts it in the
+cache) running its sha256sum.
+
+  symbols.py --sluice build/consumer/sluice --guests build/tests/e2e [--arch A]...
+"""
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import tempfile
+
+import common
+
+EXEC_RE = re.compile(r"^(\d+) 0x([0-9a-f]+) (\S+)(?: \(([^()]*):(\d+)\))?(?:  (.*))?$")
+MAP_RE = re.compile(r"^\d+ (?:MAPPED|MMAP) 0x([0-9a-f]+) len=0x([0-9a-f]+) prot=\S+ "
+                    r"off=0x([0-9a-f]+) base=0x[0-9a-f]+ (.*)$")
+CODE_TYPES = set("TtWwi")
+
+
+def read_dump(path):
+    """{(path, file offset): {"pc": a run-time pc, "where": ..., "line": ..., "insn": ...}}
+    for every distinct instruction of a file the dump shows, placed by its mapping lines."""
+    maps, insns, other = [], {}, collections.Counter()
+    with open(path, errors="replace") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            m = MAP_RE.match(line)
+            if m:
+                maps.insert(0, (int(m.group(1), 16), int(m.group(2), 16), int(m.group(3), 16),
+                                m.group(4)))
+                continue
+            m = EXEC_RE.match(line)
+            if not m:
+                continue
+            pc = int(m.group(2), 16)
+            hit = next((x for x in maps if x[0] <= pc < x[0] + x[1]), None)
+            if not hit or hit[3] == "[anon]":
+                other[m.group(3)] += 1
+                continue
+            key = (hit[3], hit[2] + pc - hit[0])
+            rec = {"pc": pc, "where": m.group(3), "file": m.group(4),
+                   "line": int(m.group(5)) if m.group(5) else None, "insn": m.group(6)}
+            old = insns.setdefault(key, rec)
+            if old["where"] != rec["where"] or old["line"] != rec["line"] or \
+                    (old["pc"] == pc and old["insn"] != rec["insn"]):
+                common.fail("%s: %s@0x%x described two ways: %r, %r" % (path, key[0], key[1],
+                                                                        old, rec))
+    return insns, other
+
+
+def link_address(loads, off):
+    """The link-time address of file offset off (readelf's PT_LOADs), or None."""
+    for vaddr, memsz, offset, _ in loads:
+        if offset <= off < offset + memsz:
+            return vaddr + off - offset
+    return None
+
+
+def debug_file(arch, path):
+    """The separate debug file of `path` by build id, as /usr/lib/debug holds it, or None."""
+    out = subprocess.run([common.BINUTILS[arch] + "readelf", "-n", path], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True).stdout
+    m = re.search(r"Build ID: ([0-9a-f]{2})([0-9a-f]+)", out)
+    if not m:
+        return None
+    dbg = "/usr/lib/debug/.build-id/%s/%s.debug" % (m.group(1), m.group(2))
+    return dbg if os.path.exists(dbg) else None
+
+
+def code_symbols(arch, path):
+    """[(address, size, name)] of the code symbols nm lists in path and its debug file."""
+    syms = set()
+    files = [path] + [d for d in [debug_file(arch, path)] if d]
+    for f in files:
+        for dyn in ([], ["-D"]):
+            out = subprocess.run([common.BINUTILS[arch] + "nm", "-S", "--defined-only"] + dyn
+                                 + [f], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 text=True).stdout
+            for line in out.splitlines():
+                parts = line.split()
+                if len(parts) == 4 and parts[2] in CODE_TYPES:
+                    syms.add((int(parts[0], 16), int(parts[1], 16), parts[3]))
+                elif len(parts) == 3 and parts[1] in CODE_TYPES:
+                    syms.add((int(parts[0], 16), 0, parts[2]))
+    return syms
+
+
+def check_symbols(path, insns, arch, problems):
+    """The where column of every instruction of file `path` against nm."""
+    loads = common.elf_loads(arch, path)
+    syms = code_symbols(arch, path)
+    by_name = collections.defaultdict(set)
+    for addr, size, name in syms:
+        by_name[name].add((addr, size))
+    sized = sorted((a, s) for a, s, _ in syms if s)
+    base = os.path.basename(path)
+    named = 0
+    for off, rec in sorted(insns.items()):
+        addr = link_address(loads, off)
+        where = rec["where"]
+        holders = [a for a, s in sized if a <= addr < a + s] if addr is not None else []
+        m = re.match(r"^(.*)!(.*)\+0x([0-9a-f]+)$", where)
+        if not where.startswith(base + "!"):
+            problems.append("%s@0x%x: %r does not name the module %s" % (path, off, where, base))
+        elif m:
+            named += 1
+            sym, delta = m.group(2), int(m.group(3), 16)
+            ok = [(a, s) for a, s in by_name.get(sym, ()) if a == addr - delta and
+                  (s == 0 or delta < s)]
+            if not ok or (holders and not any(s for _, s in ok)):
+                problems.append("%s@0x%x (address 0x%x): dump says %s; nm has %s there" % (
+                    path, off, addr, where, [n for a, s, n in syms if a <= addr < a + max(s, 1)]
+                    or "no symbol holding it"))
+        elif where != "%s!0x%x" % (base, addr) or holders:
+            problems.append("%s@0x%x (address 0x%x): dump says %s; nm: %s" % (
+                path, off, addr, where,
+                ["%s" % n for a, s, n in syms if a <= addr < a + s] or "no symbol"))
+    return named
+
+
+def check_lines(arch, path, insns, problems):
+    """(file:line) of every instruction of `path` against addr2line, both ways."""
+    loads = common.elf_loads(arch, path)
+    offs = sorted(insns)
+    addrs = ["0x%x" % link_address(loads, off) for off in offs]
+    out = subprocess.run([common.BINUTILS[arch] + "addr2line", "-e", path], input="\n".join(addrs),
+                         stdout=subprocess.PIPE, text=True, check=True).stdout.splitlines()
+    with_line = 0
+    for off, addr, ref in zip(offs, addrs, out):
+        rec = insns[off]
+        m = re.match(r"^(.*):(\d+)(?: \(discriminator \d+\))?$", ref)
+        want = (os.path.basename(m.group(1)), int(m.group(2))) if m and m.group(2) != "0" \
+            and m.group(1) != "??" else None
+        got = (os.path.basename(rec["file"]), rec["line"]) if rec["line"] is not None else None
+        with_line += got is not None
+        if got != want:
+            problems.append("%s %s: dump says %s, addr2line %r" % (path, addr, got, ref))
+    return with_line
+
+
+# --- disassembly ------------------------------------------------------------------
+
+def objdump_text(arch, path):
+    """{link-time address: (its bytes or word as objdump prints them, "mnemonic operands")}
+    of objdump -d (x86_64: Intel syntax)."""
+    opts = ["-M", "intel"] if arch == "x86_64" else []
+    out = subprocess.run([common.BINUTILS[arch] + "objdump", "-d", "-w"] + opts + [path],
+                         stdout=subprocess.PIPE, check=True, text=True).stdout
+    insns = {}
+    for line in out.splitlines():
+        m = re.match(r"^\s*([0-9a-f]+):\t((?:[0-9a-f]{2} ?)+)\s*\t(.*)$", line) if \
+            arch == "x86_64" else re.match(r"^\s*([0-9a-f]+):\t([0-9a-f ]+)\t(.*)$", line)
+        if m:
+            insns[int(m.group(1), 16)] = (m.group(2).strip(), m.group(3))
+    return insns
+
+
+MASK = (1 << 64) - 1
+# x86 prefixes objdump prints and capstone leaves out; those both print.
+PREFIXES = ("addr32 ", "data16 ", "notrack ", "bnd ")
+MNEMONIC_PREFIXES = {"lock", "rep", "repz", "repnz", "repe", "repne"}
+SIZES = {"byte", "word", "dword", "qword", "tbyte", "xmmword", "ymmword", "zmmword"}
+# objdump's names of an instruction capstone calls otherwise (66 90, a two-byte nop)
+ALIASES = {"xchg ax,ax": "nop"}
+
+
+def aarch64_aliases(text):
+    """capstone 4's names of aarch64 instructions objdump writes by their preferred alias (Arm
+    ARM: MOV (wide immediate), MOV (inverted wide immediate), MOV (bitmask immediate), BTI;
+    HS is CS, LO is CC)."""
+    m = re.match(r"^movz ([wx])(\d+|zr|sp), #(0x[0-9a-f]+|\d+)(?:, lsl #(\d+))?$", text)
+    if m and (int(m.group(3), 0) or not m.group(4)):  # movz x4, #0, lsl #16 stays
+        return "mov %s%s, #0x%x" % (m.group(1), m.group(2), int(m.group(3), 0) <<
+                                    int(m.group(4) or 0))
+    m = re.match(r"^movn ([wx])(\d+|zr), #(0x[0-9a-f]+|\d+)(?:, lsl #(\d+))?$", text)
+    if m:
+        mask = 0xffffffff if m.group(1) == "w" else MASK
+        return "mov %s%s, #0x%x" % (m.group(1), m.group(2),
+                                    ~(int(m.group(3), 0) << int(m.group(4) or 0)) & mask)
+    text = re.sub(r"^orr ([wx]\d+), [wx]zr, #", r"mov \1, #", text)
+    text = {"hint #0x22": "bti c", "hint #0x24": "bti j", "hint #0x26": "bti jc",
+            "hint #0x20": "bti"}.get(text, text)
+    return re.sub(r"\bhs\b", "cs", re.sub(r"\blo\b", "cc", text))
+
+
+def mips_aliases(text):
+    """capstone 4's $fp is objdump's s8 (register 30); its "($s0)" is "0($s0)"; its
+    `addiu rt, $zero, imm` is objdump's li, its rotr (MIPS32r2) objdump's ror."""
+    text = re.sub(r"(^|[ ,])\(", r"\g<1>0(", text.replace("$fp", "$s8"))
+    return re.sub(r"^rotr ", "ror ", re.sub(r"^addiu (\$\w+), \$zero, ", r"li \1, ", text))
+
+
+OUR_ALIASES = {"aarch64": aarch64_aliases, "mipsel": mips_aliases}
+
+
+def tokens(text, arch, theirs):
+    """A disassembly as comparable tokens: lowercase, without comments, symbol names,
+    brackets, '$' and '#'; a number with the sign before it as a value mod 2^64 (objdump's
+    bare numbers read as hex: same_insn also tries them as decimal)."""
+    text = text.split("#", 1)[0] if arch == "x86_64" else text.split("//", 1)[0]
+    text = re.sub(r"<[^>]*>", "", re.sub(r"\b([0-9a-f]+) <", r"0x\1 <", text)).lower()
+    if not theirs and arch in OUR_ALIASES:
+        text = OUR_ALIASES[arch](text)
+    for junk in ("$", "#", "[", "]"):
+        text = text.replace(junk, " ")
+    text = text.strip()
+    if theirs:
+        text = re.sub(r"\*1\b", "", re.sub(r"\+0x0\b", "", text))
+        while text.startswith(PREFIXES):
+            text = text.split(" ", 1)[1].strip()
+        text = ALIASES.get(re.sub(r"\s+", " ", text), text)
+    else:  # string instructions: objdump gives the size by the operand alone
+        text = re.sub(r"^((?:rep[a-z]* )?(?:stos|movs|lods|scas|cmps))[bwdq] ", r"\1 ", text)
+    if arch == "x86_64":  # segment overrides that change nothing in 64-bit mode
+        text = re.sub(r"\b[cdes]s:|^[cd]s ", " ", text).strip()
+    words = text.split()
+    mnem = []
+    while words and (not mnem or mnem[-1] in MNEMONIC_PREFIXES):
+        mnem.append(words.pop(0))
+    ops = " ".join(words)
+    out = [" ".join(mnem)]
+    for tok in re.findall(r"0x[0-9a-f]+|\d[0-9a-f]*|[a-z_.][a-z0-9_.]*|\S", ops):
+        if tok[0].isdigit():
+            v = int(tok, 16) if tok.startswith("0x") or theirs else int(tok)
+            sign = out.pop() if out[-1] in ("+", "-") else "+"
+            out.append(("n", (-v if sign == "-" else v) & MASK, sign, tok))
+        elif tok == "ptr" and out[-1] not in SIZES:
+            continue  # capstone's "xsave ptr [rsp]": a size it does not name
+        else:
+            out.append(tok)
+    if out[0] == "xchg":  # either order
+        out = out[:1] + sorted(out[1:], key=str)
+    return out
+
+
+def same_insn(ours, theirs, arch, bias):
+    """Whether the dump's instruction text is objdump's; the dump's numbers may be run-time
+    addresses (bias from objdump's) or a number objdump writes in decimal."""
+    a, b = tokens(ours, arch, False), tokens(theirs, arch, True)
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, tuple) != isinstance(y, tuple):
+            return False
+        if not isinstance(x, tuple):
+            if x != y:
+                return False
+            continue
+        alts = {y[1], (y[1] + bias) & MASK}
+        if y[3].isdigit():  # objdump's bare digits: decimal or hex, as it is
+            alts.add((int(y[3]) if y[2] == "+" else -int(y[3])) & MASK)
+        if not alts & {x[1], x[1] & 0xffffffff, x[1] & 0xffff, x[1] & 0xff}:
+            return False
+    return True
+
+
+def check_disasm(arch, path, insns, problems):
+    loads = common.elf_loads(arch, path)
+    ref = objdump_text(arch, path)
+    n = undecoded = 0
+    for off, rec in sorted(insns.items()):
+        addr = link_address(loads, off)
+        if arch == "riscv64":
+            if rec["insn"]:
+                problems.append("%s 0x%x: a riscv64 disassembly %r (capstone 4 has none)"
+                                % (path, addr, rec["insn"]))
+            continue
+        n += 1
+        word, want = ref.get(addr, (None, None))
+        m = re.match(r"^\.inst 0x([0-9a-f]{8}) \(not decoded\)$", rec["insn"] or "")
+        if m and m.group(1) == word:
+            undecoded += 1  # newer than capstone 4 (SVE, LSE atomics): its word, as objdump's
+        elif want is None or not rec["insn"] or not same_insn(rec["insn"], want, arch,
+                                                               rec["pc"] - addr):
+            problems.append("%s 0x%x: dump %r, objdump %r" % (path, addr, rec["insn"], want))
+    return n, undecoded
+
+
+def trace(args, arch, tmp, name, prog, pargs, extra=()):
+    out = os.path.join(tmp, name + ".dump")
+    rc, _, err = common.run([args.sluice, "run", "--tool", "dump", "--lines"] + list(extra)
+                            + ["-o", out, "--", prog] + list(pargs))
+    if rc != 0:
+        common.fail("%s: sluice exit %d: %s" % (name, rc, err[-400:]))
+    return read_dump(out)
+
+
+def check_program(args, arch, tmp, name, prog, pargs, lines_of=()):
+    """Trace prog; check every file it ran code from. Returns the problems."""
+    insns, other = trace(args, arch, tmp, name, prog, pargs)
+    files = collections.defaultdict(dict)
+    for (path, off), rec in insns.items():
+        files[path][off] = rec
+    problems = []
+    for path, recs in sorted(files.items()):
+        named = check_symbols(path, recs, arch, problems)
+        dis, undecoded = check_disasm(arch, path, recs, problems)
+        lines = check_lines(arch, path, recs, problems) if path in lines_of else None
+        print("%s: %s: %d distinct pcs, %d with a symbol, %d disassembled (%d not decoded)%s" % (
+            name, path, len(recs), named, dis, undecoded,
+            ", %d with a line" % lines if lines is not None else ""))
+        if path in lines_of and not (named and lines):
+            problems.append("%s: %s has symbols and DWARF, but the dump names %d pcs and gives "
+                            "%d lines" % (name, path, named, lines))
+    if other:
+        print("%s: pcs in no file: %s" % (name, dict(other)))
+    return problems
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sluice", required=True)
+    ap.add_argument("--guests", required=True)
+    ap.add_argument("--arch", action="append")
+    args = ap.parse_args()
+    problems = []
+    with tempfile.TemporaryDirectory(prefix="sluice-symbols-") as tmp:
+        for arch in args.arch or common.ARCHES:
+            prog = os.path.abspath(os.path.join(args.guests, "loops-" + arch))
+            problems += check_program(args, arch, tmp, "loops-" + arch, prog, [],
+                                      lines_of=[prog])
+        data = os.path.join(tmp, "input")
+        with open(data, "wb") as f:
+            f.write(bytes(range(256)) * 64)
+        if not args.arch or "x86_64" in args.arch:
+            problems += check_program(args, "x86_64", tmp, "sha256sum",
+                                      "/usr/bin/sha256sum", [data])
+        cache = os.path.join(os.environ.get("SLUICE_CACHE",
+                                            os.path.expanduser("~/.cache/sluice")), "busybox")
+        for deb, arch in (("arm64", "aarch64"), ("mipsel", "mipsel")):
+            if not args.arch or arch in args.arch:
+                bb = common.need_file(os.path.join(cache, deb, "bin", "busybox"),
+                                      "busybox for %s (run tests/e2e/fetch-busybox.sh)" % deb)
+                problems += check_program(args, arch, tmp, "busybox-" + deb, bb,
+                                          ["sha256sum", data])
+    for p in problems[:20]:
+        print("FAIL " + p)
+    if problems:
+        common.fail("%d differences from binutils" % len(problems))
+    print("ok: symbols, lines and disassembly agree with binutils")
+
+
+if __name__ == "__main__":
+    main()
