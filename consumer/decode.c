@@ -177,6 +177,19 @@ static int decode_other(struct chunk *c, const struct sluice_callbacks *cb,
         c->counts.lost += sluice_rec_payload(hdr);
         return cb->lost ? cb->lost(cb->user, t, sluice_rec_payload(hdr), item) : 0;
     }
+    if ((tag == SLUICE_TAG_SYSCALL || tag == SLUICE_TAG_SYSRET) && cb->syscall) {
+        struct sluice_syscall sc = {.nr = (uint32_t)hdr, .returned = tag == SLUICE_TAG_SYSRET};
+
+        unsigned k;
+
+        if (sc.returned) {
+            sc.ret = (int64_t)word(w, 1);
+        }
+        for (k = 0; !sc.returned && k < 6; k++) {
+            sc.args[k] = word(w, 1 + k);
+        }
+        return cb->syscall(cb->user, t, &sc, item);
+    }
     return 0; /* PAD */
 }
 

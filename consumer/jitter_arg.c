@@ -54,6 +54,9 @@ char *jitter_arg_format(const struct jitter_arg *a)
     if (a->encoding) {
         put(f, SLUICE_OPT_ENCODING, a->encoding);
     }
+    if (a->syscalls) {
+        put(f, SLUICE_OPT_SYSCALLS, "1");
+    }
     if (a->wait_attach) {
         snprintf(num, sizeof(num), "%u", a->wait_attach);
         put(f, SLUICE_OPT_WAIT_ATTACH, num);

@@ -25,6 +25,7 @@ struct jitter_arg {
     size_t n_sets;
     const char *encoding; /**< SLUICE_OPT_ENCODING's value, or NULL for the jitter's default */
     unsigned wait_attach; /**< SLUICE_OPT_WAIT_ATTACH: consumers to await (0: none) */
+    int syscalls;         /**< SLUICE_OPT_SYSCALLS=1: syscall events */
 };
 
 /**

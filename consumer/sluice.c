@@ -3,7 +3,7 @@
  * sluice.c — the `sluice` command.
  *
  *   sluice run [--filter F] [--set NAME=VALUE]... [--tool T] [DUMP OPTIONS] [--json]
- *              [-o FILE] [--workers N] [--wait-attach N] -- PROGRAM [ARGS]
+ *              [-o FILE] [--workers N] [--wait-attach N] [--syscalls] -- PROGRAM [ARGS]
  *   sluice attach PID [--tool T] [DUMP OPTIONS] [--json] [-o FILE] [--workers N] [--lossy]
  *   sluice ls [--json]
  *
@@ -51,6 +51,7 @@ struct run_args {
     unsigned workers;
     unsigned wait_attach; /* run --wait-attach N */
     int lossy;            /* attach --lossy */
+    int syscalls;         /* run --syscalls */
     uint32_t pid;         /* attach PID */
     char **prog;          /* PROGRAM ARGS..., NULL-terminated (argv's tail) */
     struct filter_arg filter;
@@ -60,7 +61,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: sluice run [--filter F] [--set NAME=VALUE]... [--tool T] [DUMP OPTIONS]\n"
                "                  [--json] [-o FILE] [--workers N] [--wait-attach N]\n"
-               "                  -- PROGRAM [ARGS...]\n"
+               "                  [--syscalls] -- PROGRAM [ARGS...]\n"
                "       sluice attach PID [--tool T] [DUMP OPTIONS] [--json] [-o FILE]\n"
                "                  [--workers N] [--lossy]\n"
                "       sluice ls [--json]\n"
@@ -75,6 +76,8 @@ static void usage(FILE *f)
                "               runs) or cov (the blocks that ran, as a drcov file for\n"
                "               Lighthouse: -o FILE)\n"
                "  --json       stats or pcsum as one JSON object on one line\n"
+               "  --syscalls   also record each syscall's entry (number, arguments) and\n"
+               "               return (its value): dump prints them\n"
                "  dump options: --no-symbols, --no-disasm (faster), --lines (file:line from\n"
                "               DWARF); --raw: one line per event for scripts (documented in\n"
                "               the README), with --maps its mapping changes and each\n"
@@ -206,6 +209,8 @@ static int parse_args(int argc, char **argv, struct run_args *a, int attach)
             a->dump |= flag;
         } else if (attach && strcmp(argv[i], "--lossy") == 0) {
             a->lossy = 1;
+        } else if (!attach && strcmp(argv[i], "--syscalls") == 0) {
+            a->syscalls = 1;
         } else if ((v = opt_value(argc, argv, &i, "--tool"))) {
             if (!(a->tool = find_tool(v))) {
                 return usage_error("unknown tool '%s'", v);
@@ -357,6 +362,7 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
         .n_sets = a->filter.n_sets,
         .encoding = p->encoding,
         .wait_attach = a->wait_attach,
+        .syscalls = a->syscalls,
     });
     if (!jarg) {
         fprintf(stderr, "sluice: %s: %s\n", p->jitter,

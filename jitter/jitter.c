@@ -38,6 +38,7 @@ static struct {
     char arch[16];
     char comm[16];
     int big_endian;
+    int syscalls; /* syscalls=1: SYSCALL and SYSRET records */
 } J = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void jitter_rings_lock(void)
@@ -155,6 +156,7 @@ static int j_init(const struct sluice_host_info *info)
         return -EINVAL;
     }
     J.ring_bytes = o.ring_bytes;
+    J.syscalls = o.syscalls;
     err = arena_open();
     if (err < 0) {
         fprintf(stderr, "sluice-jitter: cannot create the ring arena: %s\n", strerror(-err));
@@ -399,6 +401,18 @@ static void j_tb_exit(struct sluice_thread_slot *slot, uint64_t pc, int again)
     }
 }
 
+/* Append @p n words to @p slot's ring, after its last block's records. */
+static void put_words(struct sluice_thread_slot *slot, const uint64_t *w, unsigned n)
+{
+    if (slot->cursor + n > slot->limit) {
+        ring_reserve(slot->ring, 8ull * n);
+    }
+    memcpy(slot->cursor, w, 8ull * n);
+    slot->cursor += n;
+    /* No block is in flight at a syscall: a consumer draining a killed process may take it. */
+    __atomic_store_n(slot->written, (uint64_t)(uintptr_t)slot->cursor, __ATOMIC_RELEASE);
+}
+
 /*
  * A MAP record for the module log entry at @p at, in the stream of the
  * thread whose syscall made it, at that point (between TBs, as a
@@ -408,17 +422,34 @@ static void j_tb_exit(struct sluice_thread_slot *slot, uint64_t pc, int again)
 static void note_map(uint64_t at)
 {
     struct sluice_thread_slot *slot = self;
+    uint64_t w = (uint64_t)SLUICE_TAG_MAP << SLUICE_TAG_SHIFT | (at & SLUICE_PAYLOAD_MASK);
 
     if (at == MAPLOG_NONE || !slot || !slot->ring) {
         return;
     }
-    if (slot->cursor + 1 > slot->limit) {
-        ring_reserve(slot->ring, 8);
+    put_words(slot, &w, 1);
+}
+
+static void j_syscall(struct sluice_thread_slot *slot, int num, const uint64_t args[6])
+{
+    uint64_t w[7];
+
+    if (!J.syscalls || !slot->ring) {
+        return;
     }
-    slot->cursor[0] = (uint64_t)SLUICE_TAG_MAP << SLUICE_TAG_SHIFT | (at & SLUICE_PAYLOAD_MASK);
-    slot->cursor++;
-    /* No block is in flight at a syscall: a consumer draining a killed process may take it. */
-    __atomic_store_n(slot->written, (uint64_t)(uintptr_t)slot->cursor, __ATOMIC_RELEASE);
+    w[0] = (uint64_t)SLUICE_TAG_SYSCALL << SLUICE_TAG_SHIFT | (uint32_t)num;
+    memcpy(w + 1, args, sizeof(uint64_t) * 6);
+    put_words(slot, w, 7);
+}
+
+static void j_syscall_return(struct sluice_thread_slot *slot, int num, int64_t ret)
+{
+    uint64_t w[2] = {(uint64_t)SLUICE_TAG_SYSRET << SLUICE_TAG_SHIFT | (uint32_t)num,
+                     (uint64_t)ret};
+
+    if (J.syscalls && slot->ring) {
+        put_words(slot, w, 2);
+    }
 }
 
 static void j_mmap(uint64_t start, uint64_t len, int prot, int flags, int fd, uint64_t offset)
@@ -470,4 +501,6 @@ __attribute__((visibility("default"))) const struct sluice_jitter_ops sluice_jit
     .fd_claim = fds_claim,
     .instrumenting = lift_instrumenting,
     .flushed = j_flushed,
+    .syscall = j_syscall,
+    .syscall_return = j_syscall_return,
 };

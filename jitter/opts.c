@@ -76,6 +76,11 @@ static int set_item(struct jitter_opts *o, const char *key, char *val, const cha
             return bad(item, "want listen=0 or listen=1");
         }
         o->listen = val[0] == '1';
+    } else if (strcmp(key, SLUICE_OPT_SYSCALLS) == 0) {
+        if (strcmp(val, "0") != 0 && strcmp(val, "1") != 0) {
+            return bad(item, "want syscalls=0 or syscalls=1");
+        }
+        o->syscalls = val[0] == '1';
     } else if (strcmp(key, SLUICE_OPT_WAIT_ATTACH) == 0) {
         long v = strtol(val, &end, 10);
         if (!*val || *end || v < 0 || v > SLUICE_MAX_CONSUMERS) {

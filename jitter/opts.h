@@ -29,6 +29,7 @@ struct jitter_opts {
     int per_insn; /**< encoding=insn: EXEC records only, no block table */
     int listen;   /**< listen=0: no socket for consumers to attach at run time (default 1) */
     unsigned wait_attach; /**< consumers to await on the socket before the guest starts */
+    int syscalls;         /**< syscalls=1: SYSCALL and SYSRET records */
 };
 
 /**

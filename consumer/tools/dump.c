@@ -9,7 +9,10 @@
  *   <tid>   READ<size> addr=0x<addr> val=0x<val>
  *   <tid>   WRITE<size> addr=0x<addr> val=0x<val>
  *
- * (symbolize.h says what the part after the pc can be.)
+ * (symbolize.h says what the part after the pc can be), and with run --syscalls
+ *
+ *   <tid> SYSCALL <name>(0x<arg1>, ..., 0x<arg6>)
+ *   <tid> SYSRET <name> = <value>[ <errno name>]
  *
  * With --raw, for scripts and the tests:
  *
@@ -17,6 +20,8 @@
  *   <tid> READ<size> 0x<pc> addr=0x<addr> val=0x<val>
  *   <tid> WRITE<size> 0x<pc> addr=0x<addr> val=0x<val>     (size 16: val=0x<hi>:0x<lo>)
  *   <tid> LOST <count>
+ *   <tid> SYSCALL <nr> 0x<arg1> ... 0x<arg6>   (run --syscalls; the guest's number)
+ *   <tid> SYSRET <nr> <return value, signed decimal>
  *   <tid> PRINTK <text>        (a filter's message; non-printable bytes as '.',
  *                               cut at 96 bytes with "...")
  *
@@ -52,6 +57,7 @@
 #include <unistd.h>
 
 #include "symbolize.h"
+#include "syscall_names.h"
 #include "tools.h"
 
 /* The output: one per process (one `sluice run`). Only the ordering thread
@@ -67,13 +73,13 @@ static struct {
     char buf[4 << 20];
 } out;
 
-/* The longest line is about 100 bytes ("4294967295 WRITE16 0x<14> addr=0x<16> val=0x<16>:<16>\n");
+/* The longest line is about 140 bytes ("4294967295 SYSCALL 4294967295" and six " 0x<16>");
  * with --maps, about 240 (an MREMAP line with its path cut to 120 bytes). */
 struct line {
     uint32_t len;
     char text[]; /* LINE_BYTES or LINE_MAPS_BYTES in all */
 };
-#define LINE_BYTES 128u
+#define LINE_BYTES 160u
 #define LINE_MAPS_BYTES 256u
 /* For people: tid, pc and what symbolize.h describes. */
 #define LINE_PEOPLE_BYTES 512u
@@ -293,6 +299,52 @@ static int on_read(void *user, const struct sluice_thread_info *t, const struct 
     return on_mem(t, m, item);
 }
 
+/* A signed decimal. */
+static char *put_sdec(char *p, int64_t v)
+{
+    if (v < 0) {
+        *p++ = '-';
+        return put_dec(p, 0 - (uint64_t)v);
+    }
+    return put_dec(p, (uint64_t)v);
+}
+
+/*
+ * --raw: "<tid> SYSCALL <nr> 0x<a1> ... 0x<a6>", "<tid> SYSRET <nr> <ret>".
+ * For people: "<tid> SYSCALL write(0x1, 0x..., ...)", "<tid> SYSRET write = -2 ENOENT"
+ * (errno names for the architectures whose numbers are the host's, not mips).
+ */
+static int on_syscall(void *user, const struct sluice_thread_info *t,
+                      const struct sluice_syscall *sc, void *item)
+{
+    const char *name = raw() ? NULL : syscall_name(t->arch, sc->nr);
+    const char *err;
+    struct line *l = item;
+    char *p;
+    int i;
+
+    (void)user;
+    if (dropping()) {
+        return 0;
+    }
+    p = put_dec(l->text, t->tid);
+    p = put_str(p, sc->returned ? " SYSRET " : " SYSCALL ");
+    p = name ? put_str(p, name) : put_dec(raw() ? p : put_str(p, "syscall_"), sc->nr);
+    if (sc->returned) {
+        p = put_sdec(put_str(p, raw() ? " " : " = "), sc->ret);
+        if (!raw() && sc->ret < 0 && sc->ret > -4096 && strncmp(t->arch, "mips", 4) != 0 &&
+            (err = strerrorname_np((int)-sc->ret))) {
+            p = put_str(put_str(p, " "), err);
+        }
+        return finish(l, p);
+    }
+    for (i = 0; i < 6; i++) {
+        p = put_str(p, raw() ? " " : i ? ", " : "(");
+        p = put_hex(p, sc->args[i]);
+    }
+    return finish(l, raw() ? p : put_str(p, ")"));
+}
+
 static int on_lost(void *user, const struct sluice_thread_info *t, uint64_t count, void *item)
 {
     struct line *l = item;
@@ -420,6 +472,7 @@ static void setup(struct tool_env *env, struct sluice_callbacks *cb)
     cb->read = on_read;
     cb->write = on_read; /* on_mem tells loads from stores */
     cb->lost = on_lost;
+    cb->syscall = on_syscall;
     cb->message = on_message;
     cb->trace = on_trace;
 }

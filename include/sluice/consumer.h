@@ -102,6 +102,18 @@ struct sluice_module {
                            sluice_map.path is */
 };
 
+/**
+ * A guest syscall (the `syscall` callback), as QEMU's linux-user
+ * do_syscall() made it: entered, then returned. Numbers are the guest
+ * architecture's (its <asm/unistd.h>; mipsel o32 counts from 4000).
+ */
+struct sluice_syscall {
+    uint32_t nr;       /**< syscall number */
+    uint32_t returned; /**< 0: entered (args valid), 1: returned (ret valid) */
+    uint64_t args[6];  /**< argument registers, zero-extended from the guest's width */
+    int64_t ret;       /**< return value, sign-extended: a negative errno on failure */
+};
+
 /** A translated block entered at its first instruction (the `block` callback). */
 struct sluice_block {
     uint64_t pc;         /**< guest address of its first instruction */
@@ -206,6 +218,15 @@ struct sluice_callbacks {
      */
     int (*block)(void *user, const struct sluice_thread_info *t, const struct sluice_block *b,
                  void *item);
+    /**
+     * Worker thread: thread @p t entered a syscall, or it returned (@p sc),
+     * at that place in its stream. Only from a guest started with syscall
+     * events (`sluice run --syscalls`, jitter option syscalls=1); exit,
+     * exit_group and an execve that succeeds have no return. Each counts
+     * as an event (and as lost, when a lossy consumer loses it).
+     */
+    int (*syscall)(void *user, const struct sluice_thread_info *t, const struct sluice_syscall *sc,
+                   void *item);
 };
 
 /**

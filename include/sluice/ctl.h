@@ -167,6 +167,12 @@ static inline int sluice_ctl_socket_path(char *buf, size_t size, const char *dir
  */
 #define SLUICE_OPT_ENCODING "encoding"
 
+/**
+ * Option: "1" records each guest syscall's entry and return (SYSCALL and
+ * SYSRET records, record.h); "0", the default, none.
+ */
+#define SLUICE_OPT_SYSCALLS "syscalls"
+
 /** Environment variable of the `sluice` command: SLUICE_OPT_ENCODING's value. */
 #define SLUICE_ENCODING_ENV "SLUICE_ENCODING"
 

@@ -50,13 +50,15 @@
  * the jitter takes back its exec event instead of counting it twice.
  * 11 — mprotect and mremap: with mmap and munmap, every change of the
  * guest's mappings reaches the jitter (the module map in the stream).
+ * 12 — syscall and syscall_return: each guest syscall's number, arguments
+ * and return value (syscall events in the stream, opt-in).
  */
 #ifndef SLUICE_JITTER_ABI_H
 #define SLUICE_JITTER_ABI_H
 
 #include <stdint.h>
 
-#define SLUICE_JITTER_ABI_VERSION 11u
+#define SLUICE_JITTER_ABI_VERSION 12u
 
 /**
  * Per-vCPU producer state. It lives in QEMU's CPUNegativeOffsetState
@@ -330,6 +332,21 @@ struct sluice_jitter_ops {
      * (The jitter switches what its lift-time hooks answer here.)
      */
     void (*flushed)(void);
+    /**
+     * vCPU, in linux-user/syscall.c:do_syscall before the syscall runs
+     * (after QEMU's -strace line, before publish): thread @p slot (NULL
+     * ring: not traced) makes syscall @p num with its six argument
+     * registers @p args, zero-extended from the guest's width. The
+     * thread's records before it are in its ring (no TB is running).
+     */
+    void (*syscall)(struct sluice_thread_slot *slot, int num, const uint64_t args[6]);
+    /**
+     * vCPU, in do_syscall after the syscall returned @p ret (as the guest
+     * will see it: a negative errno on failure), also for syscalls the
+     * jitter answered itself (fd_next). Not called for exit, exit_group
+     * and an execve that succeeds.
+     */
+    void (*syscall_return)(struct sluice_thread_slot *slot, int num, int64_t ret);
 };
 
 /** Room a translation block may need, in bytes (sizes TBs; reserve() gets at most this + 32). */

@@ -2,7 +2,7 @@
 /**
  * @file record.h
  * @brief sluice trace records, the shared ring layout and the block table with its module log
- * (format version 8).
+ * (format version 9).
  *
  * This header is shared by the QEMU patch (which emits records inline), the
  * jitter (which owns the rings) and the consumer library (which reads them).
@@ -38,6 +38,16 @@
  *   MAP           [hdr: byte offset of an entry in the module log]  1 word
  *                 (format 8): this thread's mmap, munmap, mprotect or
  *                 mremap made that entry here (see "Module log" below)
+ *   SYSCALL       [hdr: syscall number in bits 31..0][arg 1]..[arg 6]  7 words
+ *                 (format 9): this thread entered a syscall with these
+ *                 argument registers (zero-extended from the guest's width),
+ *                 as QEMU's linux-user do_syscall() got them; only when the
+ *                 jitter was asked for syscalls (option syscalls=1)
+ *   SYSRET        [hdr: syscall number in bits 31..0][return value]  2 words
+ *                 (format 9): ... and it returned this value (signed, a
+ *                 negative errno on failure, as the guest's register holds
+ *                 it, sign-extended); exit, exit_group and an execve that
+ *                 succeeds have none
  *
  * A MEM record's tag encodes direction and size: tag = 0x10 | W<<3 | log2(size),
  * W = 1 for a store. The value holds the access's value in its low `size`
@@ -131,7 +141,7 @@
 #include <stdint.h>
 
 /** Format version of records, ring header and block table; bumped on any change. */
-#define SLUICE_FORMAT_VERSION 8u
+#define SLUICE_FORMAT_VERSION 9u
 /** `magic` of a ring header: "SLUICERG" as little-endian bytes. */
 #define SLUICE_RING_MAGIC 0x4752454349554c53ull
 
@@ -144,8 +154,10 @@ enum sluice_tag {
     SLUICE_TAG_BLOCK = 0x04, /**< instructions of a block descriptor, see sluice_block_hdr() */
     /** A BLOCK record followed by its descriptor's slot records (format 5). */
     SLUICE_TAG_BLOCK_SLOTS = 0x05,
-    SLUICE_TAG_MAP = 0x06, /**< this thread changed a mapping: the log entry at (bits 55..0) */
-    SLUICE_TAG_MEM = 0x10, /**< base of the MEM tags, see sluice_mem_tag() */
+    SLUICE_TAG_MAP = 0x06,     /**< this thread changed a mapping: the log entry at (bits 55..0) */
+    SLUICE_TAG_SYSCALL = 0x07, /**< a syscall entered: number (bits 31..0), 6 argument words */
+    SLUICE_TAG_SYSRET = 0x08,  /**< a syscall returned: number (bits 31..0), the return value */
+    SLUICE_TAG_MEM = 0x10,     /**< base of the MEM tags, see sluice_mem_tag() */
 };
 
 #define SLUICE_TAG_SHIFT 56
@@ -271,6 +283,12 @@ static inline unsigned sluice_rec_words(uint64_t hdr)
     }
     if (sluice_tag_is_mem(tag)) {
         return (tag & 7) == 4 ? 4 : 3;
+    }
+    if (tag == SLUICE_TAG_SYSCALL) {
+        return 7;
+    }
+    if (tag == SLUICE_TAG_SYSRET) {
+        return 2;
     }
     if (tag == SLUICE_TAG_TEXT) {
         uint64_t n = sluice_rec_payload(hdr);

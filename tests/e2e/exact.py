@@ -12,8 +12,12 @@ on the first difference, printing guest, arch, thread, event index and the
 two lines with context. It also checks that sluice lost nothing and that the
 guest's stdout and exit status equal those of an untraced run.
 
+With --syscalls, sluice runs with `--syscalls` and the plugin with
+`syscalls=on` (its syscall and syscall-return callbacks): every syscall's
+number, arguments and return value must be in both traces at the same place.
+
   exact.py --sluice build/consumer/sluice --plugin build/tests/e2e/libreftrace.so
-           --guests build/tests/e2e [--arch A]... [--guest G]...
+           --guests build/tests/e2e [--arch A]... [--guest G]... [--syscalls]
 """
 
 import argparse
@@ -55,8 +59,10 @@ def check_one(args, tmp, guest, gargs, arch):
     name = "-".join([guest] + gargs + [arch])
     ref = common.fresh(os.path.join(tmp, name + ".ref"))
     act = common.fresh(os.path.join(tmp, name + ".act"))
-    plugin = {"QEMU_PLUGIN": "%s,out=%s,mode=dump" % (args.plugin, ref)}
-    rc, out, err = common.run(common.cmd_sluice(args.sluice, "dump", act, prog, gargs),
+    plugin = {"QEMU_PLUGIN": "%s,out=%s,mode=dump%s" % (args.plugin, ref,
+                                                         ",syscalls=on" if args.syscalls else "")}
+    rc, out, err = common.run(common.cmd_sluice(args.sluice, "dump", act, prog, gargs,
+                                                ["--syscalls"] if args.syscalls else []),
                               extra_env=plugin)
     ok = True
     if rc != rc0 or out != out0:
@@ -69,6 +75,12 @@ def check_one(args, tmp, guest, gargs, arch):
             return False
     same, nthreads, nev = compare(where, ref, act)
     ok = same and ok
+    if args.syscalls:
+        with open(act) as f:
+            calls = sum(" SYSCALL " in line for line in f)
+        if not calls:
+            print("%s: no SYSCALL event in sluice's trace" % where)
+            ok = False
     print("%s: %s (%d threads, %d events)" % (where, "ok" if ok else "FAILED", nthreads, nev))
     sys.stdout.flush()
     return ok
@@ -82,6 +94,7 @@ def main():
     ap.add_argument("--arch", action="append")
     ap.add_argument("--guest", action="append")
     ap.add_argument("--keep", help="keep traces in this directory")
+    ap.add_argument("--syscalls", action="store_true", help="syscall events too")
     args = ap.parse_args()
     common.qemu_dir()
     common.need_file(args.plugin, "reference plugin (configure meson with -Dqemu_dir)")

@@ -19,6 +19,9 @@ lines give, turned into a link-time address with readelf's PT_LOADs):
                once both are written the same way (case, spaces, '$' and '#',
                numbers as values, a branch target as objdump's link-time
                address or the run-time one); riscv64 has none (capstone 4)
+  syscalls     (run --syscalls) the names of the SYSCALL lines are, in order, the
+               names QEMU's own -strace (QEMU_STRACE=1, the same QEMU process)
+               prints, where it knows one
 
 Programs: each architecture's static `loops` guest (built with -g), the host's
 sha256sum (a PIE with ld.so and libc), and Debian's static busybox for arm64
@@ -302,6 +305,35 @@ def check_disasm(arch, path, insns, problems):
     return n, undecoded
 
 
+def check_syscall_names(args, arch, tmp, argv, problems):
+    """The SYSCALL lines' names of a --syscalls dump against QEMU's -strace of the same run."""
+    name = "%s %s" % (os.path.basename(argv[0]), arch)
+    out = os.path.join(tmp, "syscalls-%s-%s.dump" % (os.path.basename(argv[0]), arch))
+    rc, _, err = common.run([args.sluice, "run", "--syscalls", "--tool", "dump", "--no-disasm",
+                             "-o", out, "--"] + argv, extra_env={"QEMU_STRACE": "1"})
+    if rc != 0:
+        common.fail("syscalls %s: sluice exit %d: %s" % (name, rc, err[-400:]))
+    ref = []
+    for line in (err.decode(errors="replace") if isinstance(err, bytes) else err).splitlines():
+        m = re.match(r"^\d+ (?:(\w+)\(|Unknown syscall (\d+))", line)
+        if m:
+            ref.append(m.group(1))  # None: QEMU has no name for it
+    got = []
+    with open(out) as f:
+        for line in f:
+            m = re.match(r"^\d+ SYSCALL (\w+)\(", line)
+            if m:
+                got.append(m.group(1))
+    bad = [(i, g, r) for i, (g, r) in enumerate(zip(got, ref)) if r and g != r]
+    # A guest that closes stderr (sha256sum does, at its end) ends QEMU's -strace there.
+    cut = ref and ref[-1] == "close" and len(got) > len(ref)
+    if (len(got) != len(ref) and not cut) or bad or not got:
+        problems.append("syscalls %s: %d in the dump, %d in QEMU's -strace; differences "
+                        "(index, dump, strace): %s" % (name, len(got), len(ref), bad[:5]))
+    print("syscalls %s: %d names (%d distinct), as QEMU's -strace (%d it has no name for)"
+          % (name, len(got), len(set(got)), ref.count(None)))
+
+
 def trace(args, arch, tmp, name, prog, pargs, extra=()):
     out = os.path.join(tmp, name + ".dump")
     rc, _, err = common.run([args.sluice, "run", "--tool", "dump", "--lines"] + list(extra)
@@ -345,12 +377,14 @@ def main():
             prog = os.path.abspath(os.path.join(args.guests, "loops-" + arch))
             problems += check_program(args, arch, tmp, "loops-" + arch, prog, [],
                                       lines_of=[prog])
+            check_syscall_names(args, arch, tmp, [prog], problems)
         data = os.path.join(tmp, "input")
         with open(data, "wb") as f:
             f.write(bytes(range(256)) * 64)
         if not args.arch or "x86_64" in args.arch:
             problems += check_program(args, "x86_64", tmp, "sha256sum",
                                       "/usr/bin/sha256sum", [data])
+            check_syscall_names(args, "x86_64", tmp, ["/usr/bin/sha256sum", data], problems)
         cache = os.path.join(os.environ.get("SLUICE_CACHE",
                                             os.path.expanduser("~/.cache/sluice")), "busybox")
         for deb, arch in (("arm64", "aarch64"), ("mipsel", "mipsel")):
@@ -359,6 +393,7 @@ def main():
                                       "busybox for %s (run tests/e2e/fetch-busybox.sh)" % deb)
                 problems += check_program(args, arch, tmp, "busybox-" + deb, bb,
                                           ["sha256sum", data])
+                check_syscall_names(args, arch, tmp, [bb, "sha256sum", data], problems)
     for p in problems[:20]:
         print("FAIL " + p)
     if problems:

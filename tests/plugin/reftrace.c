@@ -18,8 +18,14 @@
  * thread, with inline scoreboard adds, fast enough for real programs, and
  * writes one line per thread: `<pid> <tid> insns=N loads=N stores=N`.
  *
+ * With syscalls=on (dump mode), also each syscall from the plugin API's
+ * syscall callbacks, as `dump --raw` prints sluice's syscall events:
+ *
+ *   <tid> SYSCALL <number> 0x<arg1> ... 0x<arg6>   (a 32-bit guest's arguments: low 32 bits)
+ *   <tid> SYSRET <number> <return value, signed decimal>
+ *
  * Arguments: out=FILE (appended to, O_APPEND, so several processes may share
- * it), mode=dump|count (default dump).
+ * it), mode=dump|count (default dump), syscalls=on|off (default off).
  *
  * Threads and processes: each guest thread appends to its own buffer and
  * writes whole lines with write(2). A thread flushes its buffer on each of
@@ -45,7 +51,7 @@
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
 #define BUF_BYTES (1u << 16)
-#define LINE_MAX_BYTES 160u
+#define LINE_MAX_BYTES 200u
 #define MAX_VCPUS 4096u
 
 /* One guest thread's pending output. */
@@ -59,6 +65,8 @@ struct tbuf {
 
 static int out_fd = 2;
 static int count_mode;
+static int syscalls;              /* syscalls=on */
+static uint64_t arg_mask = ~0ull; /* 32-bit guests: their registers' width */
 static pthread_mutex_t bufs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tbuf *bufs; /* all live buffers of this process */
 static __thread struct tbuf *my_buf;
@@ -272,15 +280,38 @@ static void vcpu_syscall(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t n
                          uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6,
                          uint64_t a7, uint64_t a8)
 {
-    (void)id, (void)num, (void)a1, (void)a2, (void)a3, (void)a4;
-    (void)a5, (void)a6, (void)a7, (void)a8;
+    const uint64_t args[6] = {a1, a2, a3, a4, a5, a6};
+
+    (void)id, (void)a7, (void)a8;
     if (count_mode) {
         if (vcpu_index < MAX_VCPUS) {
             vcpu_tid[vcpu_index] = gettid_raw();
         }
-    } else if (my_buf != NULL) {
+        return;
+    }
+    if (syscalls) {
+        struct tbuf *b = buf_get();
+        char *p = line_begin(b);
+
+        p += sprintf(p, "SYSCALL %lld", (long long)num);
+        for (int i = 0; i < 6; i++) {
+            p = put_hex(put_str(p, " "), args[i] & arg_mask);
+        }
+        line_end(b, p);
+    }
+    if (my_buf != NULL) {
         buf_flush(my_buf);
     }
+}
+
+static void vcpu_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t num, int64_t ret)
+{
+    struct tbuf *b = buf_get();
+    char *p = line_begin(b);
+
+    (void)id, (void)vcpu_index;
+    p += sprintf(p, "SYSRET %lld %lld", (long long)num, (long long)ret);
+    line_end(b, p);
 }
 
 /* Runs on the exiting thread (cpu_common_unrealizefn from its exit syscall). */
@@ -398,9 +429,13 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
             count_mode = 1;
         } else if (strcmp(argv[i], "mode=dump") == 0) {
             count_mode = 0;
+        } else if (strcmp(argv[i], "syscalls=on") == 0 || strcmp(argv[i], "syscalls=off") == 0) {
+            syscalls = strcmp(argv[i], "syscalls=on") == 0;
         } else {
-            fprintf(stderr, "reftrace: unknown argument '%s' (out=FILE, mode=dump|count)\n",
-                    argv[i]);
+            fprintf(
+                stderr,
+                "reftrace: unknown argument '%s' (out=FILE, mode=dump|count, syscalls=on|off)\n",
+                argv[i]);
             return -1;
         }
     }
@@ -420,6 +455,13 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     qemu_plugin_register_vcpu_tb_trans_cb(id, tb_trans);
     qemu_plugin_register_vcpu_syscall_cb(id, vcpu_syscall);
+    if (syscalls && !count_mode) {
+        qemu_plugin_register_vcpu_syscall_ret_cb(id, vcpu_syscall_ret);
+        /* abi_long arguments reach us sign-extended; sluice gives the register */
+        if (strcmp(info->target_name, "mipsel") == 0 || strcmp(info->target_name, "mips") == 0) {
+            arg_mask = 0xffffffffull;
+        }
+    }
     qemu_plugin_register_vcpu_exit_cb(id, vcpu_exit);
     qemu_plugin_register_atexit_cb(id, at_exit, NULL);
     return 0;

@@ -99,8 +99,17 @@ Test(record, every_tag_classified)
 
         valid += sluice_rec_words(h) != 0;
     }
-    /* PAD, EXEC, LOST, TEXT, BLOCK, BLOCK_SLOTS, MAP and 10 MEM tags (5 sizes x load/store). */
-    cr_assert_eq(valid, 17);
+    /* PAD, EXEC, LOST, TEXT, BLOCK, BLOCK_SLOTS, MAP, SYSCALL, SYSRET and 10 MEM tags (5 sizes
+     * x load/store). */
+    cr_assert_eq(valid, 19);
+}
+
+Test(record, syscall_lengths)
+{
+    cr_assert_eq(sluice_rec_words((uint64_t)SLUICE_TAG_SYSCALL << SLUICE_TAG_SHIFT | 4003), 7,
+                 "SYSCALL: header and six arguments");
+    cr_assert_eq(sluice_rec_words((uint64_t)SLUICE_TAG_SYSRET << SLUICE_TAG_SHIFT), 2,
+                 "SYSRET: header and the value");
 }
 
 Test(record, slots)
