@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * bpf_verify.c — the filter VM's verifier (jitter/bpf_verify.c): one test
+ * bpf_verify.c — the filter VM's verifier (bpf/bpf_verify.c): one test
  * per kind of bad program, each asserting the refusal, the instruction index
  * blamed and a substring of the reason; then good programs that must pass and
  * compute the right value.

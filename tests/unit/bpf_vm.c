@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * bpf_vm.c — the filter VM's interpreter (jitter/bpf_vm.c) against RFC 9669:
+ * bpf_vm.c — the filter VM's interpreter (bpf/bpf_vm.c) against RFC 9669:
  * every ALU/ALU64 op with K and X sources, byte swaps, every JMP/JMP32
  * condition on both sides of its boundary, loads and stores of every size,
  * atomics, lddw, bpf-to-bpf calls, helpers; then run-time faults, each of

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * filter_maps.c — jitter/filter_maps.c against the kernel's map semantics:
+ * filter_maps.c — bpf/filter_maps.c against the kernel's map semantics:
  * array values preallocated and zeroed, updates with BPF_ANY / BPF_NOEXIST /
  * BPF_EXIST, -E2BIG for an index out of range or a full hash, delete
  * (-EINVAL on arrays), slot reuse after delete, chains within one bucket,

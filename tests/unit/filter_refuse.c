@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * filter_refuse.c — the filter loader (jitter/filter*.c) refuses what it
+ * filter_refuse.c — the filter loader (bpf/filter*.c) refuses what it
  * does not support, each object in tests/unit/filter_bad/ for its own
  * reason, with one line naming the file, the section and instruction where
  * there are some, and the reason; truncated and garbage ELF never crash it;

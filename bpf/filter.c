@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * filter.c — a loaded filter (jitter/filter.h): the load sequence, runs of
+ * filter.c — a loaded filter (bpf/filter.h): the load sequence, runs of
  * its hooks, and its end.
  *
  * Owns struct filter: its programs, maps and globals, and the lock that lets

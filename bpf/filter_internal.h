@@ -2,7 +2,7 @@
 /*
  * filter_internal.h — what the files of the filter loader share: the layout
  * of struct filter, the load context that carries error messages, and each
- * stage's entry point. Not an API: only jitter/filter*.c and the unit tests
+ * stage's entry point. Not an API: only bpf/filter*.c and the unit tests
  * include it.
  *
  * Stages of filter_open_mem() (filter.c), in order:
