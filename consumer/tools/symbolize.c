@@ -306,7 +306,7 @@ static const struct load *load_of(const struct module *m, uint64_t off)
     return NULL;
 }
 
-/* " !symbol+0xoff" / "!0xaddr" / "@0xoffset", then " (file:line)". Under sym.lock. */
+/* "!symbol+0xoff" / "!0xaddr" / "@0xoffset", then " (file:line)". Under sym.lock. */
 static char *put_symbol(char *p, char *end, struct module *m, uint64_t offset)
 {
     const struct load *l = m && m->dwfl ? load_of(m, offset) : NULL;
@@ -372,16 +372,17 @@ static struct disasm *disasm_for(const char *arch)
 static char *put_undecoded(char *p, char *end, const struct disasm *d, const uint8_t *bytes,
                            size_t n)
 {
+    int big = (d->cs_mode & CS_MODE_BIG_ENDIAN) != 0;
     char word[48];
-    uint32_t w;
+    uint32_t w = 0;
+    int i;
 
     if (d->cs_arch == CS_ARCH_X86 || n < 4) {
         return put_clean(p, end, "(not decoded)", 13, 0);
     }
-    w = d->cs_mode & CS_MODE_BIG_ENDIAN ? (uint32_t)bytes[0] << 24 | (uint32_t)bytes[1] << 16 |
-                                              (uint32_t)bytes[2] << 8 | bytes[3]
-                                        : (uint32_t)bytes[3] << 24 | (uint32_t)bytes[2] << 16 |
-                                              (uint32_t)bytes[1] << 8 | bytes[0];
+    for (i = 0; i < 4; i++) {
+        w = w << 8 | bytes[big ? i : 3 - i]; /* the word in the guest's byte order */
+    }
     snprintf(word, sizeof(word), ".inst 0x%08x (not decoded)", w);
     return put_clean(p, end, word, sizeof(word), 0);
 }
