@@ -155,16 +155,21 @@ static int dropping(void)
     return __atomic_load_n(&out.failed, __ATOMIC_RELAXED);
 }
 
+/* A line's "<tid>", returning where the rest goes; NULL once the output failed. */
+static char *line_start(struct line *l, const struct sluice_thread_info *t)
+{
+    return dropping() ? NULL : put_dec(l->text, t->tid);
+}
+
 static int on_exec(void *user, const struct sluice_thread_info *t, uint64_t pc, void *item)
 {
     struct line *l = item;
     char *p;
 
     (void)user;
-    if (dropping()) {
+    if (!(p = line_start(l, t))) {
         return 0;
     }
-    p = put_dec(l->text, t->tid);
     p = put_str(p, " EXEC ");
     return finish(l, put_hex(p, pc));
 }
@@ -227,10 +232,9 @@ static int on_exec_people(void *user, const struct sluice_thread_info *t, uint64
     char *p, *end = l->text + LINE_PEOPLE_BYTES - sizeof(*l) - 1; /* room for the newline */
 
     (void)user;
-    if (dropping()) {
+    if (!(p = line_start(l, t))) {
         return 0;
     }
-    p = put_dec(l->text, t->tid);
     *p++ = ' ';
     p = put_hex(p, pc);
     *p++ = ' ';
@@ -246,10 +250,9 @@ static int on_mmap(void *user, const struct sluice_thread_info *t, const struct 
     char *p;
 
     (void)user;
-    if (dropping()) {
+    if (!(p = line_start(l, t))) {
         return 0;
     }
-    p = put_dec(l->text, t->tid);
     p = put_str(p, m->snapshot ? " MAPPED " : kind[m->kind <= 4 ? m->kind : 0]);
     p = put_field(put_hex(p, m->start), " len=", m->len);
     if (m->kind == SLUICE_MAP_MMAP || m->kind == SLUICE_MAP_MPROTECT) {
@@ -275,10 +278,9 @@ static int on_mem(const struct sluice_thread_info *t, const struct sluice_mem *m
     struct line *l = item;
     char *p;
 
-    if (dropping()) {
+    if (!(p = line_start(l, t))) {
         return 0;
     }
-    p = put_dec(l->text, t->tid);
     p = put_str(p, m->is_write ? (raw() ? " WRITE" : "   WRITE") : (raw() ? " READ" : "   READ"));
     p = put_dec(p, m->size);
     p = raw() ? put_hex(put_str(p, " "), m->pc) : p;
@@ -324,10 +326,9 @@ static int on_syscall(void *user, const struct sluice_thread_info *t,
     int i;
 
     (void)user;
-    if (dropping()) {
+    if (!(p = line_start(l, t))) {
         return 0;
     }
-    p = put_dec(l->text, t->tid);
     p = put_str(p, sc->returned ? " SYSRET " : " SYSCALL ");
     p = name ? put_str(p, name) : put_dec(raw() ? p : put_str(p, "syscall_"), sc->nr);
     if (sc->returned) {
@@ -351,10 +352,9 @@ static int on_lost(void *user, const struct sluice_thread_info *t, uint64_t coun
     char *p;
 
     (void)user;
-    if (dropping()) {
+    if (!(p = line_start(l, t))) {
         return 0;
     }
-    p = put_dec(l->text, t->tid);
     p = put_str(p, " LOST ");
     return finish(l, put_dec(p, count));
 }
@@ -367,10 +367,9 @@ static int on_message(void *user, const struct sluice_thread_info *t, const char
     size_t i, n;
 
     (void)user;
-    if (dropping()) {
+    if (!(p = line_start(l, t))) {
         return 0;
     }
-    p = put_dec(l->text, t->tid);
     len -= len && text[len - 1] == '\n'; /* trace_printk messages often end in one */
     n = len > 96 ? 96 : len;
     p = put_str(p, " PRINTK ");
