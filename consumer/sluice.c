@@ -98,12 +98,12 @@ static void usage(FILE *f)
                "  translated block; insn: one per instruction; the same events either way)\n");
 }
 
+/* One line: the cause, and where the usage is (it would push the cause off the screen). */
 static int usage_error(const char *fmt, const char *arg)
 {
     fprintf(stderr, "sluice: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n");
-    usage(stderr);
+    fprintf(stderr, " (sluice --help shows the usage)\n");
     return 2;
 }
 

@@ -12,7 +12,7 @@
  * (symbolize.h says what the part after the pc can be), and with run --syscalls
  *
  *   <tid> SYSCALL <name>(0x<arg1>, ..., 0x<arg6>)
- *   <tid> SYSRET <name> = <value>[ <errno name>]
+ *   <tid> SYSRET <name> = <value>[ <errno name>]   (values above 0xffff in hex)
  *
  * With --raw, for scripts and the tests:
  *
@@ -230,6 +230,7 @@ static int on_exec_people(void *user, const struct sluice_thread_info *t, uint64
 {
     struct line *l = item;
     char *p, *end = l->text + LINE_PEOPLE_BYTES - sizeof(*l) - 1; /* room for the newline */
+    size_t n;
 
     (void)user;
     if (!(p = line_start(l, t))) {
@@ -237,8 +238,11 @@ static int on_exec_people(void *user, const struct sluice_thread_info *t, uint64
     }
     *p++ = ' ';
     p = put_hex(p, pc);
-    *p++ = ' ';
-    p += sym_describe(t, pc, p, (size_t)(end - p));
+    n = sym_describe(t, pc, p + 1, (size_t)(end - p - 1));
+    if (n) {
+        *p = ' ';
+        p += 1 + n;
+    }
     return finish(l, p);
 }
 
@@ -332,7 +336,9 @@ static int on_syscall(void *user, const struct sluice_thread_info *t,
     p = put_str(p, sc->returned ? " SYSRET " : " SYSCALL ");
     p = name ? put_str(p, name) : put_dec(raw() ? p : put_str(p, "syscall_"), sc->nr);
     if (sc->returned) {
-        p = put_sdec(put_str(p, raw() ? " " : " = "), sc->ret);
+        /* For people, what is likely an address (mmap, brk) in hex, like the pcs */
+        p = put_str(p, raw() ? " " : " = ");
+        p = !raw() && sc->ret > 0xffff ? put_hex(p, (uint64_t)sc->ret) : put_sdec(p, sc->ret);
         if (!raw() && sc->ret < 0 && sc->ret > -4096 && strncmp(t->arch, "mips", 4) != 0 &&
             (err = strerrorname_np((int)-sc->ret))) {
             p = put_str(put_str(p, " "), err);

@@ -41,7 +41,7 @@ struct symbol {
     uint64_t addr, size;
     uint64_t max_end; /* the highest addr + size of this and every symbol before it */
     const char *name; /* libdw's: valid while the module's Dwfl is */
-    int rank;         /* binding: global 0, weak 1, local 2 (lower wins a tie) */
+    int rank; /* lower wins a tie: global, weak, local; a default version before a compat one */
 };
 
 struct module {
@@ -136,6 +136,15 @@ static const Dwfl_Callbacks dwfl_callbacks = {
     .section_address = dwfl_offline_section_address,
 };
 
+/* 1 for a versioned name of a compat version ("pthread_once@GLIBC_2.2.5", where the same
+ * address is also "pthread_once@@GLIBC_2.34", the default one), else 0. */
+static int compat(const char *name)
+{
+    const char *at = strchr(name, '@');
+
+    return at && at[1] != '@';
+}
+
 static int by_address(const void *a, const void *b)
 {
     const struct symbol *x = a, *y = b;
@@ -173,9 +182,10 @@ static void module_read_symbols(struct module *m)
             .addr = addr - m->bias,
             .size = s.st_size,
             .name = name,
-            .rank = bind == STB_GLOBAL ? 0
-                    : bind == STB_WEAK ? 1
-                                       : 2,
+            .rank = 2 * (bind == STB_GLOBAL ? 0
+                         : bind == STB_WEAK ? 1
+                                            : 2) +
+                    compat(name),
         };
     }
     m->n_syms = k;
@@ -189,8 +199,8 @@ static void module_read_symbols(struct module *m)
 
 /* The symbol holding link-time address @p addr: the sized symbol that
  * contains it and starts last (global before weak before local at one
- * address); else the nearest size-0 symbol before it, if no sized one lies
- * between and it is at or above @p floor, the start of addr's PT_LOAD
+ * address, a default symbol version before a compat one); else the nearest size-0 symbol before it,
+ * if no sized one lies between and it is at or above @p floor, the start of addr's PT_LOAD
  * (hand-written assembly often has no size; __ehdr_start is no function);
  * else NULL. */
 static const struct symbol *symbol_at(const struct module *m, uint64_t addr, uint64_t floor)
@@ -306,7 +316,7 @@ static const struct load *load_of(const struct module *m, uint64_t off)
     return NULL;
 }
 
-/* "!symbol+0xoff" / "!0xaddr" / "@0xoffset", then " (file:line)". Under sym.lock. */
+/* "!symbol+0xoff" / "!0xaddr" / "@0xoffset". Under sym.lock. */
 static char *put_symbol(char *p, char *end, struct module *m, uint64_t offset)
 {
     const struct load *l = m && m->dwfl ? load_of(m, offset) : NULL;
@@ -323,21 +333,25 @@ static char *put_symbol(char *p, char *end, struct module *m, uint64_t offset)
     }
     if (s) {
         p = put_clean(p, end, s->name, 120, 0);
-        p = put_hex(put_clean(p, end, "+", 1, 0), end, addr - s->addr);
-    } else {
-        p = put_hex(p, end, addr);
+        return put_hex(put_clean(p, end, "+", 1, 0), end, addr - s->addr);
     }
-    if (sym.flags & SYM_LINES) {
-        Dwfl_Line *line = dwfl_module_getsrc(m->mod, addr + m->bias);
-        const char *file;
-        int lineno = 0;
-        char num[16];
+    return put_hex(p, end, addr);
+}
 
-        if (line && (file = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL))) {
-            p = put_clean(put_clean(p, end, " (", 2, 0), end, file, 100, 1);
-            snprintf(num, sizeof(num), ":%d)", lineno);
-            p = put_clean(p, end, num, sizeof(num), 0);
-        }
+/* "(file:line)" of the DWARF line table, or nothing. Under sym.lock. */
+static char *put_line(char *p, char *end, const struct module *m, uint64_t offset)
+{
+    const struct load *l = m && m->dwfl ? load_of(m, offset) : NULL;
+    Dwfl_Line *line =
+        l ? dwfl_module_getsrc(m->mod, l->vaddr + (offset - l->offset) + m->bias) : NULL;
+    const char *file;
+    int lineno = 0;
+    char num[16];
+
+    if (line && (file = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL))) {
+        p = put_clean(put_clean(p, end, "(", 1, 0), end, file, 100, 1);
+        snprintf(num, sizeof(num), ":%d)", lineno);
+        p = put_clean(p, end, num, sizeof(num), 0);
     }
     return p;
 }
@@ -387,7 +401,7 @@ static char *put_undecoded(char *p, char *end, const struct disasm *d, const uin
     return put_clean(p, end, word, sizeof(word), 0);
 }
 
-/* "  mnemonic operands" of the instruction at file offset @p offset, run at @p pc. Under sym.lock.
+/* "mnemonic operands" of the instruction at file offset @p offset, run at @p pc. Under sym.lock.
  */
 static char *put_insn(char *p, char *end, const struct module *m, const char *arch, uint64_t offset,
                       uint64_t pc)
@@ -404,7 +418,6 @@ static char *put_insn(char *p, char *end, const struct module *m, const char *ar
     if (n <= 0) {
         return p;
     }
-    p = put_clean(p, end, "  ", 2, 0);
     if (cs_disasm(d->handle, bytes, (size_t)n, pc, 1, &insn) != 1) {
         return put_undecoded(p, end, d, bytes, (size_t)n);
     }
@@ -421,16 +434,30 @@ static char *describe(char *p, char *end, const struct sluice_thread_info *t, ui
                       const struct sluice_module *mm, uint64_t path_hash)
 {
     const char *base = strrchr(mm->path, '/');
+    char *start = p, *q;
     struct module *m;
 
     pthread_mutex_lock(&sym.lock);
     m = module_get(mm->path, path_hash);
-    if (sym.flags & (SYM_SYMBOLS | SYM_LINES)) {
+    if (sym.flags & SYM_SYMBOLS) {
         p = put_clean(p, end, base ? base + 1 : mm->path, 80, 1);
         p = put_symbol(p, end, m, mm->offset);
     }
-    if ((sym.flags & SYM_DISASM) && m) {
-        p = put_insn(p, end, m, t->arch, mm->offset, pc);
+    /* Each part after a separator, which stays only if the part is there. */
+    if ((sym.flags & SYM_LINES) && end - p > 1 &&
+        (q = put_line(p + (p > start), end, m, mm->offset)) > p + (p > start)) {
+        if (p > start) {
+            *p = ' ';
+        }
+        p = q;
+    }
+    if ((sym.flags & SYM_DISASM) && m && end - p > 2 &&
+        (q = put_insn(p + 2 * (p > start), end, m, t->arch, mm->offset, pc)) >
+            p + 2 * (p > start)) {
+        if (p > start) {
+            p[0] = p[1] = ' ';
+        }
+        p = q;
     }
     pthread_mutex_unlock(&sym.lock);
     return p;

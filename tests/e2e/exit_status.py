@@ -33,9 +33,9 @@ def describe(rc):
     return "signal %s" % signal.Signals(-rc).name if rc < 0 else "exit %d" % rc
 
 
-def usage_error(args, tmp, what, prog):
+def usage_error(args, tmp, what, prog, tool="stats", extra=()):
     out = os.path.join(tmp, "usage.out")
-    rc, _, err = common.run(common.cmd_sluice(args.sluice, "stats", out, prog, []))
+    rc, _, err = common.run(common.cmd_sluice(args.sluice, tool, out, prog, [], extra))
     lines = err.decode(errors="replace").splitlines()
     if rc != 2 or len(lines) != 1:
         print("usage error (%s): want exit 2 and one line on stderr, got %s and %r"
@@ -112,6 +112,9 @@ def main():
         ok = usage_error(args, tmp, "missing program", os.path.join(tmp, "no-such-program")) and ok
         os.chmod(arm, 0o644)
         ok = usage_error(args, tmp, "not executable", arm) and ok
+        ok = usage_error(args, tmp, "unknown tool", text, "bogus") and ok
+        ok = usage_error(args, tmp, "dump option with stats", text, "stats", ["--lines"]) and ok
+        ok = usage_error(args, tmp, "--raw with --no-disasm", text, "dump", ["--no-disasm"]) and ok
         ok = sigterm_reaches_guest(args, tmp) and ok
     if not ok:
         common.fail("exit: sluice does not end like its guest")
