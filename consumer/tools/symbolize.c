@@ -369,6 +369,10 @@ static struct disasm *disasm_for(const char *arch)
         }
         if (d->state == 0) {
             d->state = cs_open(d->cs_arch, (cs_mode)d->cs_mode, &d->handle) == CS_ERR_OK ? 1 : -1;
+            /* operands and groups: a direct branch's target gets its symbol */
+            if (d->state == 1) {
+                cs_option(d->handle, CS_OPT_DETAIL, CS_OPT_ON);
+            }
         }
         return d->state == 1 ? d : NULL;
     }
@@ -401,12 +405,80 @@ static char *put_undecoded(char *p, char *end, const struct disasm *d, const uin
     return put_clean(p, end, word, sizeof(word), 0);
 }
 
+/* The target of direct branch or call @p insn (an immediate operand), or 0. */
+static uint64_t branch_target(const struct disasm *d, const cs_insn *insn)
+{
+    const cs_detail *x = insn->detail;
+    int i;
+
+    if (!x || !(cs_insn_group(d->handle, insn, CS_GRP_JUMP) ||
+                cs_insn_group(d->handle, insn, CS_GRP_CALL))) {
+        return 0;
+    }
+    switch (d->cs_arch) {
+    case CS_ARCH_X86:
+        for (i = x->x86.op_count; i-- > 0;) {
+            if (x->x86.operands[i].type == X86_OP_IMM) {
+                return (uint64_t)x->x86.operands[i].imm;
+            }
+        }
+        break;
+    case CS_ARCH_ARM64:
+        for (i = x->arm64.op_count; i-- > 0;) {
+            if (x->arm64.operands[i].type == ARM64_OP_IMM) {
+                return (uint64_t)x->arm64.operands[i].imm;
+            }
+        }
+        break;
+    case CS_ARCH_MIPS:
+        for (i = x->mips.op_count; i-- > 0;) {
+            if (x->mips.operands[i].type == MIPS_OP_IMM) {
+                return (uint64_t)x->mips.operands[i].imm;
+            }
+        }
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+/* " <symbol+0xoff>" of branch target @p to (module!symbol+0xoff in another
+ * module), or nothing where no symbol holds it. Under sym.lock. */
+static char *put_target(char *p, char *end, const struct sluice_thread_info *t,
+                        const struct module *from, uint64_t to)
+{
+    struct sluice_module tm;
+    struct module *m;
+    const struct load *l;
+    const struct symbol *s;
+    const char *base;
+    uint64_t addr;
+
+    if (!to || sluice_map__at(t, to, &tm) < 0 || !tm.path ||
+        !(m = module_get(tm.path, hash_str(tm.path))) || !m->dwfl || !(l = load_of(m, tm.offset))) {
+        return p;
+    }
+    addr = l->vaddr + (tm.offset - l->offset);
+    if (!(s = symbol_at(m, addr, l->vaddr))) {
+        return p;
+    }
+    p = put_clean(p, end, " <", 2, 0);
+    if (m != from) {
+        base = strrchr(m->path, '/');
+        p = put_clean(put_clean(p, end, base ? base + 1 : m->path, 80, 1), end, "!", 1, 0);
+    }
+    p = put_clean(p, end, s->name, 120, 0);
+    p = put_hex(put_clean(p, end, "+", 1, 0), end, addr - s->addr);
+    return put_clean(p, end, ">", 1, 0);
+}
+
 /* "mnemonic operands" of the instruction at file offset @p offset, run at @p pc. Under sym.lock.
  */
-static char *put_insn(char *p, char *end, const struct module *m, const char *arch, uint64_t offset,
-                      uint64_t pc)
+static char *put_insn(char *p, char *end, const struct sluice_thread_info *t,
+                      const struct module *m, uint64_t offset, uint64_t pc)
 {
-    struct disasm *d = disasm_for(arch);
+    struct disasm *d = disasm_for(t->arch);
     uint8_t bytes[16];
     cs_insn *insn = NULL;
     ssize_t n;
@@ -424,6 +496,9 @@ static char *put_insn(char *p, char *end, const struct module *m, const char *ar
     p = put_clean(p, end, insn->mnemonic, sizeof(insn->mnemonic), 0);
     if (insn->op_str[0]) {
         p = put_clean(put_clean(p, end, " ", 1, 0), end, insn->op_str, sizeof(insn->op_str), 0);
+    }
+    if (sym.flags & SYM_SYMBOLS) {
+        p = put_target(p, end, t, m, branch_target(d, insn));
     }
     cs_free(insn, 1);
     return p;
@@ -452,8 +527,7 @@ static char *describe(char *p, char *end, const struct sluice_thread_info *t, ui
         p = q;
     }
     if ((sym.flags & SYM_DISASM) && m && end - p > 2 &&
-        (q = put_insn(p + 2 * (p > start), end, m, t->arch, mm->offset, pc)) >
-            p + 2 * (p > start)) {
+        (q = put_insn(p + 2 * (p > start), end, t, m, mm->offset, pc)) > p + 2 * (p > start)) {
         if (p > start) {
             p[0] = p[1] = ' ';
         }

@@ -45,7 +45,9 @@ void sym_init(unsigned flags);
  * without disassembly; an instruction capstone does not decode (newer than
  * it: aarch64 SVE and LSE atomics for capstone 4; or invalid) prints
  * `.inst 0x<word> (not decoded)`, x86 `(not decoded)`.
- * x86_64 in Intel syntax; riscv64 has no disassembly (capstone 4 has no
+ * x86_64 in Intel syntax, a direct branch's target followed by
+ * ` <symbol+0xoff>` (`<module!symbol+0xoff>` in another file) where a symbol
+ * holds it; riscv64 has no disassembly (capstone 4 has no
  * RISC-V). Any worker thread, any number at once (a lock around libdw and
  * capstone; a per-thread cache of recent pcs in front of it).
  * @return bytes written (0 when @p flags asked for nothing).

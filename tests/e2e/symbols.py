@@ -15,6 +15,8 @@ lines give, turned into a link-time address with readelf's PT_LOADs):
   line         `(file:line)` (--lines) equals addr2line -e FILE ADDR (file's last
                component and line), and is present exactly where addr2line
                knows the line (programs built with -g)
+  targets      a direct branch's `<symbol+0xoff>` names a code symbol nm lists at
+               the target's link-time address less off
   disassembly  mnemonic and operands equal objdump -d's (x86_64: -M intel),
                once both are written the same way (case, spaces, '$' and '#',
                numbers as values, a branch target as objdump's link-time
@@ -305,6 +307,27 @@ def check_disasm(arch, path, insns, problems):
     return n, undecoded
 
 
+def check_targets(arch, path, insns, problems):
+    """A direct branch's `<symbol+0xoff>` (a target in the same file) names a code symbol nm
+    lists at the target's link-time address less off, inside its size."""
+    loads = common.elf_loads(arch, path)
+    by_name = collections.defaultdict(set)
+    for a, size, name in code_symbols(arch, path):
+        by_name[name].add((a, size))
+    n = 0
+    for off, rec in sorted(insns.items()):
+        m = re.search(r"(0x[0-9a-f]+) <([^!<>]+)\+0x([0-9a-f]+)>$", rec["insn"] or "")
+        if not m:
+            continue
+        n += 1
+        target = int(m.group(1), 16) - (rec["pc"] - link_address(loads, off))  # link-time
+        sym, delta = m.group(2), int(m.group(3), 16)
+        if not any(a == target - delta and (s == 0 or delta < s) for a, s in by_name.get(sym, ())):
+            problems.append("%s@0x%x: branch target %s: nm has no %s holding 0x%x"
+                            % (path, off, m.group(0), sym, target))
+    return n
+
+
 def check_syscall_names(args, arch, tmp, argv, problems):
     """The SYSCALL lines' names of a --syscalls dump against QEMU's -strace of the same run."""
     name = "%s %s" % (os.path.basename(argv[0]), arch)
@@ -353,9 +376,10 @@ def check_program(args, arch, tmp, name, prog, pargs, lines_of=()):
     for path, recs in sorted(files.items()):
         named = check_symbols(path, recs, arch, problems)
         dis, undecoded = check_disasm(arch, path, recs, problems)
+        targets = check_targets(arch, path, recs, problems)
         lines = check_lines(arch, path, recs, problems) if path in lines_of else None
-        print("%s: %s: %d distinct pcs, %d with a symbol, %d disassembled (%d not decoded)%s" % (
-            name, path, len(recs), named, dis, undecoded,
+        print("%s: %s: %d distinct pcs, %d with a symbol, %d disassembled (%d not decoded, %d "
+              "branch targets named)%s" % (name, path, len(recs), named, dis, undecoded, targets,
             ", %d with a line" % lines if lines is not None else ""))
         if path in lines_of and not (named and lines):
             problems.append("%s: %s has symbols and DWARF, but the dump names %d pcs and gives "
