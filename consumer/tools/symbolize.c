@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "symbolize.h"
@@ -244,15 +245,27 @@ static const struct symbol *symbol_at(const struct module *m, uint64_t addr, uin
  * the file is not ELF. */
 static void module_read_elf(struct module *m)
 {
+    char magic[SELFMAG];
     size_t n, i;
     Elf *elf;
+    int fd;
 
+    /* libdw reads our descriptor (consumed on success), not the path again: what is
+     * there now may be something else (a FIFO would block us forever). */
+    if (pread(m->fd, magic, SELFMAG, 0) != SELFMAG || memcmp(magic, ELFMAG, SELFMAG) != 0 ||
+        (fd = fcntl(m->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        return;
+    }
     m->dwfl = dwfl_begin(&dwfl_callbacks);
     if (!m->dwfl) {
+        close(fd);
         return;
     }
     dwfl_report_begin(m->dwfl);
-    m->mod = dwfl_report_elf(m->dwfl, "m", m->path, -1, 0, 0);
+    m->mod = dwfl_report_elf(m->dwfl, "m", m->path, fd, 0, 0);
+    if (!m->mod) {
+        close(fd); /* libdw keeps the caller's descriptor only when it succeeds */
+    }
     dwfl_report_end(m->dwfl, NULL, NULL);
     elf = m->mod ? dwfl_module_getelf(m->mod, &m->bias) : NULL;
     if (!elf || elf_getphdrnum(elf, &n) != 0) {
@@ -269,6 +282,20 @@ static void module_read_elf(struct module *m)
         }
     }
     module_read_symbols(m);
+}
+
+/* @p path opened for reading if it is a regular file now (never blocks: a
+ * FIFO or device put there since the guest mapped it is not read), or -1. */
+static int open_regular(const char *path)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
 }
 
 /* The module of @p path, opened on first use; NULL past MAX_MODULES or out
@@ -291,7 +318,7 @@ static struct module *module_get(const char *path, uint64_t hash)
         return NULL;
     }
     m->hash = hash;
-    m->fd = open(path, O_RDONLY | O_CLOEXEC);
+    m->fd = open_regular(path);
     if (m->fd >= 0 && (sym.flags & (SYM_SYMBOLS | SYM_LINES))) {
         module_read_elf(m);
     }
