@@ -209,7 +209,12 @@ static int parse_args(int argc, char **argv, struct run_args *a, int attach)
             a->dump |= flag;
         } else if (attach && strcmp(argv[i], "--lossy") == 0) {
             a->lossy = 1;
-        } else if (!attach && strcmp(argv[i], "--syscalls") == 0) {
+        } else if (strcmp(argv[i], "--syscalls") == 0) {
+            if (attach) {
+                return usage_error("%s",
+                                   "--syscalls goes with run (the guest records them from its "
+                                   "start): attach gets them when run had it");
+            }
             a->syscalls = 1;
         } else if ((v = opt_value(argc, argv, &i, "--tool"))) {
             if (!(a->tool = find_tool(v))) {

@@ -54,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "symbolize.h"
@@ -65,24 +66,28 @@
 static struct {
     struct tool_env *env;
     int fd;
-    int truncatable;  /* -o FILE, a regular file: cut back after a partial write */
-    off_t written;    /* bytes written so far, all whole lines */
-    size_t used;      /* bytes in buf */
-    int failed;       /* a write failed: drop the rest (atomic) */
-    uint64_t unknown; /* --maps: EXEC lines of no known mapping (atomic) */
+    int truncatable;      /* -o FILE, a regular file: cut back after a partial write */
+    off_t written;        /* bytes written so far, all whole lines */
+    size_t used;          /* bytes in buf */
+    int failed;           /* a write failed: drop the rest (atomic) */
+    uint64_t since_check; /* lines since the clock was last read */
+    time_t flushed_at;    /* CLOCK_MONOTONIC_COARSE seconds of the last write */
+    uint64_t unknown;     /* --maps: EXEC lines of no known mapping (atomic) */
     char buf[4 << 20];
 } out;
 
 /* The longest line is about 140 bytes ("4294967295 SYSCALL 4294967295" and six " 0x<16>");
  * with --maps, about 240 (an MREMAP line with its path cut to 120 bytes). */
 struct line {
-    uint32_t len;
-    char text[]; /* LINE_BYTES or LINE_MAPS_BYTES in all */
+    uint32_t len : 31;
+    uint32_t flush : 1; /* a syscall entry: the thread may now block in it, so write it out */
+    char text[];        /* LINE_BYTES or LINE_MAPS_BYTES in all */
 };
 #define LINE_BYTES 160u
 #define LINE_MAPS_BYTES 256u
-/* For people: tid, pc and what symbolize.h describes. */
-#define LINE_PEOPLE_BYTES 512u
+/* For people: tid, pc and what symbolize.h describes, cut at 256 bytes (it cuts names to keep
+ * the instruction). */
+#define LINE_PEOPLE_BYTES 256u
 
 static char *put_str(char *p, const char *s)
 {
@@ -139,7 +144,8 @@ static char *put_dec(char *p, uint64_t v)
 static int finish(struct line *l, char *p)
 {
     *p++ = '\n';
-    l->len = (uint32_t)(p - l->text);
+    l->len = (uint32_t)(p - l->text) & 0x7fffffff;
+    l->flush = 0;
     return 1;
 }
 
@@ -349,7 +355,9 @@ static int on_syscall(void *user, const struct sluice_thread_info *t,
         p = put_str(p, raw() ? " " : i ? ", " : "(");
         p = put_hex(p, sc->args[i]);
     }
-    return finish(l, raw() ? p : put_str(p, ")"));
+    finish(l, raw() ? p : put_str(p, ")"));
+    l->flush = 1;
+    return 1;
 }
 
 static int on_lost(void *user, const struct sluice_thread_info *t, uint64_t count, void *item)
@@ -408,9 +416,18 @@ static void write_failed(int err, size_t done)
     __atomic_store_n(&out.failed, 1, __ATOMIC_RELAXED);
 }
 
+static time_t now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return ts.tv_sec;
+}
+
 /* Write buf out (whole lines only). Returns 0, or -1 once the output failed. */
 static int flush_out(void)
 {
+    out.flushed_at = now_s();
     size_t done = 0;
 
     while (done < out.used && !out.failed) {
@@ -446,6 +463,10 @@ static void on_trace(void *user, const struct sluice_thread_info *t, void *item)
     }
     memcpy(out.buf + out.used, l->text, l->len);
     out.used += l->len;
+    /* What a reader watching the file wants now: a syscall that may block, or a second's lines */
+    if (l->flush || (++out.since_check % 4096 == 0 && now_s() >= out.flushed_at + 1)) {
+        flush_out();
+    }
 }
 
 static void setup(struct tool_env *env, struct sluice_callbacks *cb)

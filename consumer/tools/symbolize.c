@@ -3,14 +3,16 @@
  * tools/symbolize.c — a guest pc as people read it: module!symbol+offset,
  * file:line and the disassembled instruction (see symbolize.h).
  *
- * Owns the open files (one `struct module` per path the trace named: an fd
- * for the instruction bytes, a libdw session for its symbols and lines, its
- * PT_LOADs) and one capstone handle per guest architecture, all behind one
- * lock; and, per worker thread, a cache of recently described pcs, so that a
- * loop's pcs take the lock once each. Runs on worker threads. Never trusts
- * the files: symbol names are cut and cleaned like paths, a file that is not
- * ELF or cannot be read is only named, and the number of files held open is
- * bounded.
+ * Owns the files the trace named (one `struct module` per path: the whole
+ * file read into memory once, a libdw session over that copy for its symbols
+ * and lines, its PT_LOADs) and one capstone handle per guest architecture,
+ * all behind one lock; and, per worker thread, a cache of described pcs, so
+ * that a loop's pcs take the lock once each. Runs on worker threads. Never
+ * trusts the files: only regular files are read (a FIFO put at a path would
+ * block), nothing stays mapped or open (a file truncated later cannot fault
+ * us), separate debug files are found by build id only (a .gnu_debuglink
+ * could name /dev/zero), names are cut and cleaned like paths, and files and
+ * bytes read are bounded.
  */
 #include <capstone/capstone.h>
 #include <elfutils/libdwfl.h>
@@ -26,12 +28,22 @@
 #include "symbolize.h"
 
 /* Files held open at most; those past it are named, not read. */
-#define MAX_MODULES 1024u
-#define MAX_LOADS 16u
-#define HASH_SLOTS 256u
-/* Per worker: recent pcs, and the longest text one holds. */
-#define CACHE_SLOTS 2048u
+#define MAX_MODULES 4096u
+#define MAX_LOADS 64u
+#define HASH_SLOTS 1024u
+/* A file larger than this is named, not read; nor are files past MAX_IMAGES_BYTES in all. */
+#define MAX_IMAGE_BYTES (512ull << 20)
+#define MAX_IMAGES_BYTES (4ull << 30)
+/* Per worker: described pcs (a hot loop of sha256 has 20 000), their texts in an arena that
+ * starts over when full; and the longest text one holds. */
+#define CACHE_SLOTS 65536u
+#define CACHE_ARENA_BYTES (8u << 20)
 #define TEXT_BYTES 400u
+/* The longest module name (its tail), symbol name and source file (its tail) printed, so that a
+ * line of 256 bytes keeps the instruction. */
+#define MODULE_MAX_BYTES 48u
+#define NAME_MAX_BYTES 80u
+#define FILE_MAX_BYTES 60u
 
 struct load {
     uint64_t offset, filesz, vaddr; /* a PT_LOAD: file bytes [offset, +filesz) at vaddr */
@@ -49,7 +61,8 @@ struct module {
     struct module *next; /* hash chain */
     uint64_t hash;
     char *path;
-    int fd;     /* -1: not readable */
+    char *image; /* the whole file as read once; NULL: not read (not regular, too big) */
+    size_t image_len;
     Dwfl *dwfl; /* NULL: not ELF (or libdw could not read it) */
     Dwfl_Module *mod;
     GElf_Addr bias; /* libdw's address = link-time address + bias */
@@ -73,7 +86,8 @@ static struct {
     unsigned flags;
     struct module *slots[HASH_SLOTS];
     unsigned n_modules;
-    int said_no_disasm;
+    uint64_t image_bytes; /* read into images, in all */
+    int said_no_disasm, said_full;
     uint64_t unknown; /* atomic */
     pthread_key_t key;
     int key_made;
@@ -89,10 +103,17 @@ static struct disasm disasms[] = {
 struct cached {
     uint64_t pc, offset, start, path_hash; /* the key: the same pc of the same mapping */
     uint32_t pid, len;                     /* len 0: empty slot */
-    char text[TEXT_BYTES];
+    uint32_t at, gen;                      /* text at arena + at, of arena generation gen */
 };
 
-static __thread struct cached *cache;
+/* One worker's cache: slots, and the arena their texts are in. */
+struct cache {
+    struct cached slots[CACHE_SLOTS];
+    uint32_t used, gen; /* arena bytes used; bumped when it starts over */
+    char arena[CACHE_ARENA_BYTES];
+};
+
+static __thread struct cache *cache;
 
 /* FNV-1a of a path. */
 static uint64_t hash_str(const char *s)
@@ -123,6 +144,18 @@ static char *put_clean(char *p, char *end, const char *s, size_t max, int tail)
     return p;
 }
 
+/* A file's or symbol's name: as put_clean(), spaces as '?' too (a name
+ * "f+0x0  nop" must not pass for a symbol and an instruction). */
+static char *put_name(char *p, char *end, const char *s, size_t max, int tail)
+{
+    char *from = p;
+
+    for (p = put_clean(p, end, s, max, tail); from < p; from++) {
+        *from = *from == ' ' ? '?' : *from;
+    }
+    return p;
+}
+
 static char *put_hex(char *p, char *end, uint64_t v)
 {
     char tmp[24];
@@ -131,9 +164,18 @@ static char *put_hex(char *p, char *end, uint64_t v)
                      (size_t)snprintf(tmp, sizeof(tmp), "0x%llx", (unsigned long long)v), 0);
 }
 
+/* libdw's search for separate debug info, by build id only: a .gnu_debuglink
+ * names any path (/dev/zero, a FIFO beside the file) and libdw would read it. */
+static int find_debuginfo(Dwfl_Module *mod, void **user, const char *name, Dwarf_Addr base,
+                          const char *file, const char *debuglink, GElf_Word crc, char **found)
+{
+    (void)debuglink;
+    return dwfl_standard_find_debuginfo(mod, user, name, base, file, NULL, crc, found);
+}
+
 static const Dwfl_Callbacks dwfl_callbacks = {
     .find_elf = NULL,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = find_debuginfo,
     .section_address = dwfl_offline_section_address,
 };
 
@@ -245,27 +287,18 @@ static const struct symbol *symbol_at(const struct module *m, uint64_t addr, uin
  * the file is not ELF. */
 static void module_read_elf(struct module *m)
 {
-    char magic[SELFMAG];
     size_t n, i;
     Elf *elf;
-    int fd;
 
-    /* libdw reads our descriptor (consumed on success), not the path again: what is
-     * there now may be something else (a FIFO would block us forever). */
-    if (pread(m->fd, magic, SELFMAG, 0) != SELFMAG || memcmp(magic, ELFMAG, SELFMAG) != 0 ||
-        (fd = fcntl(m->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+    if (!m->image || m->image_len < SELFMAG || memcmp(m->image, ELFMAG, SELFMAG) != 0) {
         return;
     }
     m->dwfl = dwfl_begin(&dwfl_callbacks);
     if (!m->dwfl) {
-        close(fd);
         return;
     }
     dwfl_report_begin(m->dwfl);
-    m->mod = dwfl_report_elf(m->dwfl, "m", m->path, fd, 0, 0);
-    if (!m->mod) {
-        close(fd); /* libdw keeps the caller's descriptor only when it succeeds */
-    }
+    m->mod = dwfl_report_offline_memory(m->dwfl, "m", m->path, m->image, m->image_len);
     dwfl_report_end(m->dwfl, NULL, NULL);
     elf = m->mod ? dwfl_module_getelf(m->mod, &m->bias) : NULL;
     if (!elf || elf_getphdrnum(elf, &n) != 0) {
@@ -284,18 +317,41 @@ static void module_read_elf(struct module *m)
     module_read_symbols(m);
 }
 
-/* @p path opened for reading if it is a regular file now (never blocks: a
- * FIFO or device put there since the guest mapped it is not read), or -1. */
-static int open_regular(const char *path)
+/* Read @p m's file whole into m->image if it is a regular file now, opened
+ * without blocking (a FIFO or device put at the path since the guest mapped
+ * it is not read) and within the size bounds; says once when a bound is hit. */
+static void read_image(struct module *m)
 {
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    size_t got = 0;
+    ssize_t n;
+    int fd = open(m->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 
-    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
-        close(fd);
-        fd = -1;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        goto out;
     }
-    return fd;
+    if ((uint64_t)st.st_size > MAX_IMAGE_BYTES ||
+        sym.image_bytes + (uint64_t)st.st_size > MAX_IMAGES_BYTES) {
+        if (!sym.said_full) {
+            sym.said_full = 1;
+            fprintf(stderr,
+                    "sluice: dump: %s and files after it are named, not read (over "
+                    "%llu MiB each, %llu MiB in all)\n",
+                    m->path, MAX_IMAGE_BYTES >> 20, MAX_IMAGES_BYTES >> 20);
+        }
+        goto out;
+    }
+    m->image = malloc(st.st_size ? (size_t)st.st_size : 1);
+    while (m->image && got < (size_t)st.st_size &&
+           (n = read(fd, m->image + got, (size_t)st.st_size - got)) > 0) {
+        got += (size_t)n;
+    }
+    m->image_len = got; /* (shorter if it shrank meanwhile) */
+    sym.image_bytes += got;
+out:
+    if (fd >= 0) {
+        close(fd);
+    }
 }
 
 /* The module of @p path, opened on first use; NULL past MAX_MODULES or out
@@ -310,6 +366,13 @@ static struct module *module_get(const char *path, uint64_t hash)
         }
     }
     if (sym.n_modules >= MAX_MODULES || !(m = calloc(1, sizeof(*m)))) {
+        if (!sym.said_full) {
+            sym.said_full = 1;
+            fprintf(stderr,
+                    "sluice: dump: more than %u files ran code: the others are named "
+                    "by path only\n",
+                    MAX_MODULES);
+        }
         return NULL;
     }
     m->path = strdup(path);
@@ -318,8 +381,8 @@ static struct module *module_get(const char *path, uint64_t hash)
         return NULL;
     }
     m->hash = hash;
-    m->fd = open_regular(path);
-    if (m->fd >= 0 && (sym.flags & (SYM_SYMBOLS | SYM_LINES))) {
+    read_image(m);
+    if (sym.flags & (SYM_SYMBOLS | SYM_LINES)) {
         module_read_elf(m);
     }
     m->next = *slot;
@@ -359,7 +422,7 @@ static char *put_symbol(char *p, char *end, struct module *m, uint64_t offset)
         s = symbol_at(m, addr, l->vaddr);
     }
     if (s) {
-        p = put_clean(p, end, s->name, 120, 0);
+        p = put_name(p, end, s->name, NAME_MAX_BYTES, 0);
         return put_hex(put_clean(p, end, "+", 1, 0), end, addr - s->addr);
     }
     return put_hex(p, end, addr);
@@ -376,7 +439,7 @@ static char *put_line(char *p, char *end, const struct module *m, uint64_t offse
     char num[16];
 
     if (line && (file = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL))) {
-        p = put_clean(put_clean(p, end, "(", 1, 0), end, file, 100, 1);
+        p = put_name(put_clean(p, end, "(", 1, 0), end, file, FILE_MAX_BYTES, 1);
         snprintf(num, sizeof(num), ":%d)", lineno);
         p = put_clean(p, end, num, sizeof(num), 0);
     }
@@ -493,9 +556,10 @@ static char *put_target(char *p, char *end, const struct sluice_thread_info *t,
     p = put_clean(p, end, " <", 2, 0);
     if (m != from) {
         base = strrchr(m->path, '/');
-        p = put_clean(put_clean(p, end, base ? base + 1 : m->path, 80, 1), end, "!", 1, 0);
+        p = put_clean(put_name(p, end, base ? base + 1 : m->path, MODULE_MAX_BYTES, 1), end, "!", 1,
+                      0);
     }
-    p = put_clean(p, end, s->name, 120, 0);
+    p = put_name(p, end, s->name, NAME_MAX_BYTES, 0);
     p = put_hex(put_clean(p, end, "+", 1, 0), end, addr - s->addr);
     return put_clean(p, end, ">", 1, 0);
 }
@@ -506,19 +570,17 @@ static char *put_insn(char *p, char *end, const struct sluice_thread_info *t,
                       const struct module *m, uint64_t offset, uint64_t pc)
 {
     struct disasm *d = disasm_for(t->arch);
-    uint8_t bytes[16];
+    const uint8_t *bytes;
     cs_insn *insn = NULL;
-    ssize_t n;
+    size_t n;
 
-    if (!d || m->fd < 0) {
+    if (!d || !m->image || offset >= m->image_len) {
         return p;
     }
-    n = pread(m->fd, bytes, sizeof(bytes), (off_t)offset);
-    if (n <= 0) {
-        return p;
-    }
-    if (cs_disasm(d->handle, bytes, (size_t)n, pc, 1, &insn) != 1) {
-        return put_undecoded(p, end, d, bytes, (size_t)n);
+    bytes = (const uint8_t *)m->image + offset;
+    n = m->image_len - offset < 16 ? m->image_len - offset : 16;
+    if (cs_disasm(d->handle, bytes, n, pc, 1, &insn) != 1) {
+        return put_undecoded(p, end, d, bytes, n);
     }
     p = put_clean(p, end, insn->mnemonic, sizeof(insn->mnemonic), 0);
     if (insn->op_str[0]) {
@@ -542,7 +604,7 @@ static char *describe(char *p, char *end, const struct sluice_thread_info *t, ui
     pthread_mutex_lock(&sym.lock);
     m = module_get(mm->path, path_hash);
     if (sym.flags & SYM_SYMBOLS) {
-        p = put_clean(p, end, base ? base + 1 : mm->path, 80, 1);
+        p = put_name(p, end, base ? base + 1 : mm->path, MODULE_MAX_BYTES, 1);
         p = put_symbol(p, end, m, mm->offset);
     }
     /* Each part after a separator, which stays only if the part is there. */
@@ -564,10 +626,10 @@ static char *describe(char *p, char *end, const struct sluice_thread_info *t, ui
     return p;
 }
 
-static struct cached *thread_cache(void)
+static struct cache *thread_cache(void)
 {
     if (!cache && sym.key_made) {
-        cache = calloc(CACHE_SLOTS, sizeof(*cache));
+        cache = calloc(1, sizeof(*cache));
         if (cache) {
             pthread_setspecific(sym.key, cache);
         }
@@ -575,10 +637,28 @@ static struct cached *thread_cache(void)
     return cache;
 }
 
+/* Keep @p n bytes of @p text for @p slot in @p c's arena, which starts over
+ * (every older text then stale: another generation) when full. */
+static void cache_put(struct cache *c, struct cached *slot, const struct cached *key,
+                      const char *text, size_t n)
+{
+    if (c->used + n > CACHE_ARENA_BYTES) {
+        c->used = 0;
+        c->gen++;
+    }
+    *slot = *key;
+    slot->len = (uint32_t)n;
+    slot->at = c->used;
+    slot->gen = c->gen;
+    memcpy(c->arena + c->used, text, n);
+    c->used += (uint32_t)n;
+}
+
 size_t sym_describe(const struct sluice_thread_info *t, uint64_t pc, char *buf, size_t cap)
 {
     struct sluice_module mm;
-    struct cached *c, *slot;
+    struct cached *slot, key;
+    struct cache *c;
     char tmp[TEXT_BYTES], *p;
     uint64_t h;
     size_t n;
@@ -599,24 +679,20 @@ size_t sym_describe(const struct sluice_thread_info *t, uint64_t pc, char *buf, 
         return n;
     }
     h = hash_str(mm.path);
+    key = (struct cached){
+        .pc = pc, .offset = mm.offset, .start = mm.start, .path_hash = h, .pid = t->pid};
     c = thread_cache();
-    slot = c ? &c[(pc ^ (pc >> 11) ^ t->pid) % CACHE_SLOTS] : NULL;
-    if (slot && slot->len && slot->pc == pc && slot->pid == t->pid && slot->offset == mm.offset &&
-        slot->start == mm.start && slot->path_hash == h) {
+    slot = c ? &c->slots[(pc ^ (pc >> 16) ^ t->pid) % CACHE_SLOTS] : NULL;
+    if (slot && slot->len && slot->gen == c->gen && slot->pc == pc && slot->pid == t->pid &&
+        slot->offset == mm.offset && slot->start == mm.start && slot->path_hash == h) {
         n = slot->len < cap ? slot->len : cap;
-        memcpy(buf, slot->text, n);
+        memcpy(buf, c->arena + slot->at, n);
         return n;
     }
     p = describe(tmp, tmp + sizeof(tmp), t, pc, &mm, h);
     n = (size_t)(p - tmp);
     if (slot && n) {
-        *slot = (struct cached){.pc = pc,
-                                .offset = mm.offset,
-                                .start = mm.start,
-                                .path_hash = h,
-                                .pid = t->pid,
-                                .len = (uint32_t)n};
-        memcpy(slot->text, tmp, n);
+        cache_put(c, slot, &key, tmp, n);
     }
     n = n < cap ? n : cap;
     memcpy(buf, tmp, n);
@@ -648,9 +724,7 @@ void sym_fini(void)
             if (m->dwfl) {
                 dwfl_end(m->dwfl);
             }
-            if (m->fd >= 0) {
-                close(m->fd);
-            }
+            free(m->image); /* (after dwfl_end: libdw read it in place) */
             free(m->syms);
             free(m->path);
             free(m);
@@ -658,6 +732,7 @@ void sym_fini(void)
         sym.slots[i] = NULL;
     }
     sym.n_modules = 0;
+    sym.image_bytes = 0;
     for (i = 0; i < sizeof(disasms) / sizeof(disasms[0]); i++) {
         if (disasms[i].state == 1) {
             cs_close(&disasms[i].handle);
