@@ -179,7 +179,6 @@ static int decode_other(struct chunk *c, const struct sluice_callbacks *cb,
     }
     if ((tag == SLUICE_TAG_SYSCALL || tag == SLUICE_TAG_SYSRET) && cb->syscall) {
         struct sluice_syscall sc = {.nr = (uint32_t)hdr, .returned = tag == SLUICE_TAG_SYSRET};
-
         unsigned k;
 
         if (sc.returned) {
