@@ -344,6 +344,7 @@ static void work(void *ctx, struct chunk *c)
 
     for (;;) {
         uint64_t n = decode_chunk(c, &s->cb, &r->info);
+        int partial;
 
         if (!c->copied && !ring_reader__intact(&r->rd, c->at)) {
             c->bad = CHUNK_BAD_LAPPED;
@@ -356,9 +357,13 @@ static void work(void *ctx, struct chunk *c)
             __atomic_store_n(&r->failed, 1, __ATOMIC_RELAXED); /* the reader stops taking spans */
         }
         __atomic_fetch_add(&s->events, n, __ATOMIC_RELAXED);
-        c->ord.partial = c->partial;
+        /* Read before the push: a whole chunk is the ordering thread's from then on, and
+         * may be back in the pool, refilled and sliced by another worker, before this one
+         * looks at it again (which once made a worker wait for another's slice forever). */
+        partial = c->partial;
+        c->ord.partial = partial;
         order__push(&s->ord, &c->ord);
-        if (!c->partial) {
+        if (!partial) {
             return; /* the ordering thread's now */
         }
         if (!chunk__slice_wait(c)) {
