@@ -72,7 +72,7 @@ static struct {
     int failed;           /* a write failed: drop the rest (atomic) */
     uint64_t since_check; /* lines since the clock was last read */
     time_t flushed_at;    /* CLOCK_MONOTONIC_COARSE seconds of the last write */
-    uint64_t unknown;     /* --maps: EXEC lines of no known mapping (atomic) */
+    uint64_t unknown;     /* --raw --maps: EXEC lines of no known mapping (atomic) */
     char buf[4 << 20];
 } out;
 
@@ -81,7 +81,7 @@ static struct {
 struct line {
     uint32_t len : 31;
     uint32_t flush : 1; /* a syscall entry: the thread may now block in it, so write it out */
-    char text[];        /* LINE_BYTES or LINE_MAPS_BYTES in all */
+    char text[];        /* LINE_BYTES, LINE_MAPS_BYTES or LINE_PEOPLE_BYTES in all */
 };
 #define LINE_BYTES 160u
 #define LINE_MAPS_BYTES 256u
