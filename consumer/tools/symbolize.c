@@ -406,34 +406,50 @@ static const struct load *load_of(const struct module *m, uint64_t off)
     return NULL;
 }
 
+/* The PT_LOAD of ELF module @p m (NULL: none) that holds file offset @p offset, with the
+ * link-time address there in *addr; NULL if @p m is no ELF or no PT_LOAD maps the offset. */
+static const struct load *link_of(const struct module *m, uint64_t offset, uint64_t *addr)
+{
+    const struct load *l = m && m->dwfl ? load_of(m, offset) : NULL;
+
+    *addr = l ? l->vaddr + (offset - l->offset) : 0;
+    return l;
+}
+
+/* "symbol+0xoff" of link-time address @p addr in symbol @p s. */
+static char *put_sym_off(char *p, char *end, const struct symbol *s, uint64_t addr)
+{
+    p = put_name(p, end, s->name, NAME_MAX_BYTES, 0);
+    return put_hex(put_clean(p, end, "+", 1, 0), end, addr - s->addr);
+}
+
+/* The last component of @p path, as a name. */
+static char *put_module(char *p, char *end, const char *path)
+{
+    const char *base = strrchr(path, '/');
+
+    return put_name(p, end, base ? base + 1 : path, MODULE_MAX_BYTES, 1);
+}
+
 /* "!symbol+0xoff" / "!0xaddr" / "@0xoffset". Under sym.lock. */
 static char *put_symbol(char *p, char *end, struct module *m, uint64_t offset)
 {
-    const struct load *l = m && m->dwfl ? load_of(m, offset) : NULL;
-    const struct symbol *s = NULL;
     uint64_t addr;
+    const struct load *l = link_of(m, offset, &addr);
+    const struct symbol *s = l && (sym.flags & SYM_SYMBOLS) ? symbol_at(m, addr, l->vaddr) : NULL;
 
     if (!l) {
         return put_hex(put_clean(p, end, "@", 1, 0), end, offset);
     }
-    addr = l->vaddr + (offset - l->offset); /* the link-time address */
     p = put_clean(p, end, "!", 1, 0);
-    if (sym.flags & SYM_SYMBOLS) {
-        s = symbol_at(m, addr, l->vaddr);
-    }
-    if (s) {
-        p = put_name(p, end, s->name, NAME_MAX_BYTES, 0);
-        return put_hex(put_clean(p, end, "+", 1, 0), end, addr - s->addr);
-    }
-    return put_hex(p, end, addr);
+    return s ? put_sym_off(p, end, s, addr) : put_hex(p, end, addr);
 }
 
 /* "(file:line)" of the DWARF line table, or nothing. Under sym.lock. */
 static char *put_line(char *p, char *end, const struct module *m, uint64_t offset)
 {
-    const struct load *l = m && m->dwfl ? load_of(m, offset) : NULL;
-    Dwfl_Line *line =
-        l ? dwfl_module_getsrc(m->mod, l->vaddr + (offset - l->offset) + m->bias) : NULL;
+    uint64_t addr;
+    Dwfl_Line *line = link_of(m, offset, &addr) ? dwfl_module_getsrc(m->mod, addr + m->bias) : NULL;
     const char *file;
     int lineno = 0;
     char num[16];
@@ -542,26 +558,18 @@ static char *put_target(char *p, char *end, const struct sluice_thread_info *t,
     struct module *m;
     const struct load *l;
     const struct symbol *s;
-    const char *base;
     uint64_t addr;
 
     if (!to || sluice_map__at(t, to, &tm) < 0 || !tm.path ||
-        !(m = module_get(tm.path, hash_str(tm.path))) || !m->dwfl || !(l = load_of(m, tm.offset))) {
-        return p;
-    }
-    addr = l->vaddr + (tm.offset - l->offset);
-    if (!(s = symbol_at(m, addr, l->vaddr))) {
+        !(m = module_get(tm.path, hash_str(tm.path))) || !(l = link_of(m, tm.offset, &addr)) ||
+        !(s = symbol_at(m, addr, l->vaddr))) {
         return p;
     }
     p = put_clean(p, end, " <", 2, 0);
     if (m != from) {
-        base = strrchr(m->path, '/');
-        p = put_clean(put_name(p, end, base ? base + 1 : m->path, MODULE_MAX_BYTES, 1), end, "!", 1,
-                      0);
+        p = put_clean(put_module(p, end, m->path), end, "!", 1, 0);
     }
-    p = put_name(p, end, s->name, NAME_MAX_BYTES, 0);
-    p = put_hex(put_clean(p, end, "+", 1, 0), end, addr - s->addr);
-    return put_clean(p, end, ">", 1, 0);
+    return put_clean(put_sym_off(p, end, s, addr), end, ">", 1, 0);
 }
 
 /* "mnemonic operands" of the instruction at file offset @p offset, run at @p pc. Under sym.lock.
@@ -597,14 +605,13 @@ static char *put_insn(char *p, char *end, const struct sluice_thread_info *t,
 static char *describe(char *p, char *end, const struct sluice_thread_info *t, uint64_t pc,
                       const struct sluice_module *mm, uint64_t path_hash)
 {
-    const char *base = strrchr(mm->path, '/');
     char *start = p, *q;
     struct module *m;
 
     pthread_mutex_lock(&sym.lock);
     m = module_get(mm->path, path_hash);
     if (sym.flags & SYM_SYMBOLS) {
-        p = put_name(p, end, base ? base + 1 : mm->path, MODULE_MAX_BYTES, 1);
+        p = put_module(p, end, mm->path);
         p = put_symbol(p, end, m, mm->offset);
     }
     /* Each part after a separator, which stays only if the part is there. */
