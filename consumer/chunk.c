@@ -15,6 +15,7 @@
  * place here that may block besides chunk_pool__get().
  */
 #include "chunk.h"
+#include "tf_write.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -38,6 +39,7 @@ static void chunk_free(struct chunk *c)
         free(c->items);
         free(c->view);
         free(c->copy);
+        tf_pack__free(c->pack);
         free(c);
     }
 }

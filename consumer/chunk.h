@@ -70,6 +70,8 @@ enum chunk_slice {
     CHUNK_SLICE_ABANDON = 2, /**< delivered nothing (the ring stopped): decode no more */
 };
 
+struct tf_pack;
+
 struct chunk {
     struct order_entry ord; /**< ordering link; ord.seq is the ring's chunk number */
     struct chunk *qnext;    /**< work queue / free list link */
@@ -98,6 +100,8 @@ struct chunk {
     int snapshot;      /**< deliver the process's map at its table's snapshot_at first */
     uint64_t *copy;    /**< a lossy ring's copy of the span (chunk__copy_area()), or NULL */
     int copied; /**< `words` points into `copy`: nothing can overwrite it (no lapped check) */
+    struct tf_pack *pack; /**< a recording session's compressed span (tf_write.h), or NULL */
+    int pack_snapshot;    /**< ... and `snapshot` as it was before the decode cleared it */
 };
 
 /**

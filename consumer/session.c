@@ -39,6 +39,8 @@
 #include "order.h"
 #include "ring_reader.h"
 #include "session.h"
+#include "tf_read.h"
+#include "tf_write.h"
 #include "workq.h"
 
 #define container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
@@ -74,6 +76,11 @@ struct ring_state {
     uint64_t stop;               /* reader thread: after a detach, read up to here (else ~0) */
     int lossy;                   /* the jitter does not wait for us on this ring (take_lossy) */
     uint64_t lost_seen;          /* reader thread, lossy: lost_events already put in the stream */
+    /* Recording (ordering thread), or read from a trace file (main thread). */
+    uint32_t file_no;     /* its number in the file */
+    uint64_t file_chunks; /* chunks written, or read */
+    uint64_t file_insns;  /* exec events of the chunks written */
+    int file_done;        /* read: its RING_END came, or its chunks stopped */
     struct ring_state *next;
 };
 
@@ -109,7 +116,10 @@ struct sluice_session {
     pthread_cond_t readers_done;
     unsigned readers_live; /* changed under rings_lock, atomically: progress() reads it */
     int err_code;          /* first error, negative errno */
-    char err[256];
+    char err[512];
+    struct tf_writer *rec; /* recording into a trace file (opts->record), or NULL */
+    uint32_t rec_rings;    /* ordering thread: rings numbered in it so far */
+    char *file_path;       /* a session of a trace file (sluice_session__open_file()), or NULL */
 };
 
 /* Record the first error (later ones are usually consequences). Any thread. */
@@ -139,8 +149,11 @@ static const char *recv_error(int n)
                         : strerror(-n);
 }
 
-struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callbacks *cb,
-                                           const struct sluice_consumer_opts *opts)
+static int run_file(struct sluice_session *s);
+
+/* A session on @p ctl_fd; says HELLO on it if @p hello. */
+static struct sluice_session *session_new(int ctl_fd, const struct sluice_callbacks *cb,
+                                          const struct sluice_consumer_opts *opts, int hello)
 {
     struct sluice_session *s;
     int err;
@@ -171,6 +184,19 @@ struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callb
         s->workers = n > 0 ? (unsigned)n : 1;
     }
     s->rings_tail = &s->rings;
+    if (opts && opts->sz >= offsetof(struct sluice_consumer_opts, record) + sizeof(opts->record) &&
+        opts->record) {
+        char why[320];
+
+        s->rec = tf_writer__open(opts->record, why, sizeof(why));
+        if (!s->rec) {
+            err = errno ? errno : EIO;
+            free(s);
+            close(ctl_fd);
+            errno = err;
+            return NULL;
+        }
+    }
     pthread_mutex_init(&s->err_lock, NULL);
     pthread_mutex_init(&s->rings_lock, NULL);
     pthread_cond_init(&s->readers_done, NULL);
@@ -181,7 +207,7 @@ struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callb
         errno = -err;
         return NULL;
     }
-    err = ctl_send_hello(ctl_fd, s->lossless);
+    err = hello ? ctl_send_hello(ctl_fd, s->lossless) : 0;
     /* A jitter that refused us at connect (another uid) has closed its end
      * after saying why: sluice_session__run() reads the reason. */
     if (err && err != -EPIPE && err != -ECONNRESET) {
@@ -192,6 +218,12 @@ struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callb
     return s;
 }
 
+struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callbacks *cb,
+                                           const struct sluice_consumer_opts *opts)
+{
+    return session_new(ctl_fd, cb, opts, 1);
+}
+
 /* --- ordering thread ---------------------------------------------------- */
 
 static void on_start(void *ctx, struct order_ring *o)
@@ -199,6 +231,10 @@ static void on_start(void *ctx, struct order_ring *o)
     struct sluice_session *s = ctx;
     struct ring_state *r = container_of(o, struct ring_state, ord);
 
+    if (s->rec) {
+        r->file_no = s->rec_rings++;
+        tf_writer__ring(s->rec, r->file_no, &r->info, r->bt);
+    }
     if (s->cb.thread) {
         s->cb.thread(s->cb.user, &r->info, 1);
     }
@@ -260,11 +296,17 @@ static void on_deliver(void *ctx, struct order_entry *e)
     }
     c = container_of(e, struct chunk, ord);
     partial = c->ord.partial;
-    if (!partial) {
+    if (!partial && r->rd.hdr) {
         /* In order, the span decoded to its end: the producer may reuse it
-         * (the items are copies). A slice's span is still being read. */
+         * (the items are copies). A slice's span is still being read. A
+         * trace file's ring has no producer (rd.hdr NULL). */
         ring_reader__release(&r->rd, c->at + c->len);
         __atomic_store_n(&r->released, c->at + c->len, __ATOMIC_RELEASE);
+    }
+    if (!r->stopped && !partial && s->rec && c->bad != CHUNK_BAD_LAPPED) {
+        /* Whole and in order; a bad record is kept, so the file fails where this did. */
+        tf_writer__chunk(s->rec, r->file_no, r->bt, r->file_chunks++, c->at, c->maps_pos,
+                         c->pack_snapshot, c->pack, r->file_insns);
     }
     if (!r->stopped) {
         r->counts.insns += c->counts.insns;
@@ -279,6 +321,9 @@ static void on_deliver(void *ctx, struct order_entry *e)
             report_bad_span(s, r, c);
             r->stopped = 1; /* what follows a bad record is not this thread's trace */
         }
+        if (!partial) {
+            r->file_insns = r->counts.insns; /* the next chunk's "before it" */
+        }
     }
     if (partial) {
         chunk__slice_done(c, !r->stopped); /* back to its worker */
@@ -292,6 +337,9 @@ static void on_end(void *ctx, struct order_ring *o)
     struct sluice_session *s = ctx;
     struct ring_state *r = container_of(o, struct ring_state, ord);
 
+    if (s->rec) {
+        tf_writer__ring_end(s->rec, r->file_no, r->file_chunks, r->hdr_lost, r->salvaged);
+    }
     if (s->cb.thread) {
         s->cb.thread(s->cb.user, &r->info, 0);
     }
@@ -299,8 +347,10 @@ static void on_end(void *ctx, struct order_ring *o)
      * the ring's pages go now, not when the session ends; and the jitter
      * may give them back to the kernel once every consumer has said so. */
     pthread_mutex_lock(&s->rings_lock);
-    ring_reader__close(&r->rd);
-    ring_reader__done(&r->rd);
+    if (r->rd.hdr) { /* not a trace file's */
+        ring_reader__close(&r->rd);
+        ring_reader__done(&r->rd);
+    }
     pthread_mutex_unlock(&s->rings_lock);
     block_tables__put(&s->tables, r->bt); /* the last ring of its arena unmaps it */
     r->bt = NULL;
@@ -342,6 +392,12 @@ static void work(void *ctx, struct chunk *c)
     struct sluice_session *s = ctx;
     struct ring_state *r = c->ring;
 
+    if (s->rec) {
+        /* Before the decode: a lossless span is in place, and the producer may reuse it
+         * once it is delivered. A failure (no memory) is the writer's to report. */
+        tf_pack__span(&c->pack, c->words, c->len);
+        c->pack_snapshot = c->snapshot;
+    }
     for (;;) {
         uint64_t n = decode_chunk(c, &s->cb, &r->info);
         int partial;
@@ -992,6 +1048,23 @@ static int start_stages(struct sluice_session *s)
     return 0;
 }
 
+/* Close the trace file being recorded, if any, with the session's result. Main thread. */
+static void end_recording(struct sluice_session *s)
+{
+    char why[400];
+    int err;
+
+    if (!s->rec) {
+        return;
+    }
+    err = tf_writer__close(s->rec, s->err_code, sluice_session__detached(s), s->err, why,
+                           sizeof(why));
+    s->rec = NULL;
+    if (err) {
+        set_error(s, err, "%s", why);
+    }
+}
+
 int sluice_session__run(struct sluice_session *s)
 {
     struct ring_state *r;
@@ -1001,13 +1074,18 @@ int sluice_session__run(struct sluice_session *s)
         return set_error(s, -EINVAL, "sluice_session__run called twice");
     }
     s->ran = 1;
+    if (s->file_path) {
+        return run_file(s);
+    }
     err = read_welcome(s);
     if (err) {
+        end_recording(s);
         return err;
     }
     err = start_stages(s);
     if (err) {
         chunk_pool__destroy(&s->pool);
+        end_recording(s);
         return err;
     }
     receive_rings(s);
@@ -1027,7 +1105,404 @@ int sluice_session__run(struct sluice_session *s)
     for (r = s->rings; r; r = r->next) {
         r->counts.lost += r->hdr_lost;
     }
+    end_recording(s);
     return s->err_code;
+}
+
+/* --- trace file source (sluice_session__open_file) --------------------- */
+
+/* One table of the file, rebuilt: its descriptors and module log as recorded. */
+struct file_table {
+    uint8_t *words, *log;
+    uint64_t n_words, n_log; /* bytes */
+    uint64_t dropped;
+    uint64_t bytes; /* its image's */
+    int fd;         /* the memfd holding its image, or -1 */
+};
+
+/* The file being read, with what its frames build. Main thread. */
+struct file_read {
+    struct sluice_session *s;
+    struct tf_reader rd;
+    struct file_table *tables;
+    size_t n_tables;
+    struct ring_state **rings; /* by number */
+    size_t n_rings;
+    int ended; /* END came */
+};
+
+/* One frame, named for a message: "chunk 3 of tid 1234 (frame at byte 5678)". */
+static const char *frame_name(const struct file_read *f, size_t i, char *buf, size_t n)
+{
+    const struct tf_ref *x = &f->rd.ref[i];
+
+    if (x->h.type == SLUICE_TF_CHUNK && x->h.stream < f->n_rings && f->rings[x->h.stream]) {
+        snprintf(buf, n, "chunk %llu of tid %u (frame at byte %llu)",
+                 (unsigned long long)x->h.arg[0], f->rings[x->h.stream]->info.tid,
+                 (unsigned long long)x->offset);
+    } else {
+        snprintf(buf, n, "%s frame at byte %llu", tf_type_name(x->h.type),
+                 (unsigned long long)x->offset);
+    }
+    return buf;
+}
+
+static int file_error(struct file_read *f, size_t i, int code, const char *why)
+{
+    char name[128];
+
+    return set_error(f->s, code, "%s: %s: %s", f->rd.path, frame_name(f, i, name, sizeof(name)),
+                     why);
+}
+
+/* Append a TABLE piece to its part; pieces come in order. 0 or an error. */
+static int file_piece(struct file_read *f, size_t i)
+{
+    const struct sluice_tf_frame *h = &f->rd.ref[i].h;
+    struct file_table *t;
+    uint8_t **part, *p;
+    uint64_t *have;
+    size_t len;
+    char why[320];
+    int rc;
+
+    if (h->stream >= f->n_tables || h->arg[0] > 1) {
+        return file_error(f, i, -EPROTO, "names no table of the file");
+    }
+    t = &f->tables[h->stream];
+    part = h->arg[0] ? &t->log : &t->words;
+    have = h->arg[0] ? &t->n_log : &t->n_words;
+    if (h->arg[1] != *have || *have + h->raw_bytes > BLOCK_TABLE_MAX_BYTES / 2) {
+        return file_error(f, i, -EPROTO, "a table piece out of order, or past 2 GiB");
+    }
+    p = realloc(*part, *have + h->raw_bytes + 1);
+    if (!p) {
+        return file_error(f, i, -ENOMEM, "out of memory");
+    }
+    *part = p;
+    rc = tf_reader__payload(&f->rd, i, p + *have, h->raw_bytes, &len, why, sizeof(why));
+    if (rc < 0) {
+        return set_error(f->s, rc, "%s: %s", f->rd.path, why);
+    }
+    *have += len;
+    if (h->arg[0]) {
+        t->dropped = h->arg[2];
+    }
+    return 0;
+}
+
+/* Table @p t as a memfd laid out as the producer's (record.h), so block_table.c maps it. */
+static int file_image(struct file_table *t)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t words = t->n_words / 8 * 8, log_at = SLUICE_BLOCKS_HDR_BYTES + words;
+    uint64_t bytes = (log_at + t->n_log + page - 1) / page * page;
+    struct sluice_blocks_hdr h = {
+        .magic = SLUICE_BLOCKS_MAGIC,
+        .version = SLUICE_FORMAT_VERSION,
+        .hdr_bytes = SLUICE_BLOCKS_HDR_BYTES,
+        .capacity_words = words / 8,
+        .used_words = words / 8,
+        .maps_offset = t->n_log ? log_at : 0,
+        .maps_capacity = t->n_log,
+        .maps_used = t->n_log,
+        .maps_dropped = t->dropped,
+    };
+
+    t->fd = memfd_create("sluice-table", MFD_CLOEXEC);
+    if (t->fd < 0 || ftruncate(t->fd, (off_t)bytes) < 0 ||
+        pwrite(t->fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+        (words && pwrite(t->fd, t->words, words, SLUICE_BLOCKS_HDR_BYTES) != (ssize_t)words) ||
+        (t->n_log && pwrite(t->fd, t->log, t->n_log, (off_t)log_at) != (ssize_t)t->n_log)) {
+        return -errno;
+    }
+    t->bytes = bytes;
+    return 0;
+}
+
+/* Every table of the file, read before any chunk is decoded (workers only read them). */
+static int file_tables(struct file_read *f)
+{
+    size_t i, n = 0;
+
+    for (i = 0; i < f->rd.n; i++) {
+        const struct sluice_tf_frame *h = &f->rd.ref[i].h;
+
+        if ((h->type == SLUICE_TF_TABLE ||
+             (h->type == SLUICE_TF_RING && h->arg[2] != SLUICE_TF_NO_TABLE)) &&
+            (h->type == SLUICE_TF_TABLE ? h->stream : h->arg[2]) + 1 > n) {
+            n = (size_t)(h->type == SLUICE_TF_TABLE ? h->stream : h->arg[2]) + 1;
+        }
+    }
+    if (n > f->rd.n) {
+        return set_error(f->s, -EPROTO, "%s: table numbers past its %zu frames", f->rd.path,
+                         f->rd.n);
+    }
+    f->n_tables = n;
+    f->tables = calloc(n + 1, sizeof(*f->tables));
+    if (!f->tables) {
+        return set_error(f->s, -ENOMEM, "out of memory for %zu tables", n);
+    }
+    for (i = 0; i < n; i++) {
+        f->tables[i].fd = -1;
+    }
+    for (i = 0; i < f->rd.n; i++) {
+        if (f->rd.ref[i].h.type == SLUICE_TF_TABLE && file_piece(f, i) < 0) {
+            return f->s->err_code;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        int rc = file_image(&f->tables[i]);
+
+        if (rc < 0) {
+            return set_error(f->s, rc, "rebuilding table %zu: %s", i, strerror(-rc));
+        }
+        free(f->tables[i].words);
+        free(f->tables[i].log);
+        f->tables[i].words = f->tables[i].log = NULL;
+    }
+    return 0;
+}
+
+/* A RING frame: the ring's state, its table mapped (one more reference). */
+static int file_ring(struct file_read *f, size_t i)
+{
+    const struct sluice_tf_frame *h = &f->rd.ref[i].h;
+    struct ring_state *r, **rings;
+    char names[33] = {0}, why[320];
+    size_t len;
+    int rc;
+
+    if (h->stream != f->n_rings) {
+        return file_error(f, i, -EPROTO, "rings are not numbered in order");
+    }
+    rc = tf_reader__payload(&f->rd, i, names, 32, &len, why, sizeof(why));
+    if (rc < 0) {
+        return set_error(f->s, rc, "%s: %s", f->rd.path, why);
+    }
+    rings = realloc(f->rings, (f->n_rings + 1) * sizeof(*rings));
+    r = calloc(1, sizeof(*r));
+    if (rings) {
+        f->rings = rings;
+    }
+    if (!rings || !r) {
+        free(r);
+        return file_error(f, i, -ENOMEM, "out of memory");
+    }
+    if (h->arg[2] != SLUICE_TF_NO_TABLE) {
+        const struct file_table *t = &f->tables[h->arg[2]];
+
+        rc = block_tables__get(&f->s->tables, t->fd, 0, t->bytes, &r->bt, why, sizeof(why));
+        if (rc < 0) {
+            free(r);
+            return file_error(f, i, rc, why);
+        }
+        r->bt->snapshot_taken = 1;      /* the file says which chunk carries it */
+        r->bt->snapshot_at = h->arg[3]; /* before any chunk: workers read it */
+    }
+    r->s = f->s;
+    r->salvaged = -1;
+    r->file_no = h->stream;
+    copy_name(r->arch, names, sizeof(r->arch));
+    copy_name(r->comm, names + 16, sizeof(r->comm));
+    r->info = (struct sluice_thread_info){(uint32_t)h->arg[0],
+                                          (uint32_t)(h->arg[0] >> 32),
+                                          (uint32_t)h->arg[1],
+                                          (h->arg[1] >> 32) != 0,
+                                          r->arch,
+                                          r->comm};
+    f->rings[f->n_rings++] = r;
+    *f->s->rings_tail = r;
+    f->s->rings_tail = &r->next;
+    f->s->n_rings++;
+    return 0;
+}
+
+/* The ring a CHUNK or RING_END frame names, if it is still being read. */
+static struct ring_state *file_ring_of(struct file_read *f, size_t i)
+{
+    uint32_t n = f->rd.ref[i].h.stream;
+
+    if (n >= f->n_rings) {
+        file_error(f, i, -EPROTO, "names a ring that did not start");
+        return NULL;
+    }
+    return f->rings[n]->file_done ? NULL : f->rings[n];
+}
+
+/* The ring's end, in its turn after its last chunk. */
+static void file_ring_end(struct ring_state *r)
+{
+    r->file_done = 1;
+    r->end.ring = &r->ord;
+    r->end.seq = r->seq;
+    r->end.last = 1;
+    order__push(&r->s->ord, &r->end);
+}
+
+/* A CHUNK frame: its records into a chunk, queued for the workers as a reader thread would. */
+static void file_chunk(struct file_read *f, size_t i)
+{
+    const struct sluice_tf_frame *h = &f->rd.ref[i].h;
+    struct ring_state *r = file_ring_of(f, i);
+    struct chunk *c;
+    char why[320];
+    size_t len;
+    int rc;
+
+    if (!r) {
+        return;
+    }
+    if (h->arg[0] != r->seq) {
+        file_error(f, i, -EPROTO, "out of order: the chunks before it are missing");
+        file_ring_end(r);
+        return;
+    }
+    c = chunk_pool__get(&f->s->pool); /* backpressure, as for a ring */
+    if (!c || !chunk__copy_area(c)) {
+        file_error(f, i, -ENOMEM, "out of memory for chunks");
+        if (c) {
+            chunk_pool__put(&f->s->pool, c);
+        }
+        file_ring_end(r);
+        return;
+    }
+    rc = tf_reader__payload(&f->rd, i, c->copy, SLUICE_CHUNK_BYTES + 8, &len, why, sizeof(why));
+    if (rc < 0 || len == 0 || len % 8) {
+        file_error(f, i, rc < 0 ? rc : -EPROTO,
+                   rc == -EMSGSIZE ? "larger than a span"
+                   : rc < 0        ? why
+                                   : "not whole records");
+        chunk_pool__put(&f->s->pool, c);
+        file_ring_end(r); /* what follows a missing chunk is not this thread's trace */
+        return;
+    }
+    c->words = c->copy;
+    c->len = len;
+    c->at = h->arg[1];
+    c->copied = 1;
+    c->blocks = r->bt;
+    c->ring = r;
+    c->ord.ring = &r->ord;
+    c->ord.seq = r->seq++;
+    c->maps_pos = h->arg[2];
+    c->snapshot = h->arg[3] != 0 && r->bt && r->bt->maps;
+    workq__push(&f->s->wq, c);
+}
+
+/* Every frame in file order, as the recorded session took them. */
+static void file_frames(struct file_read *f)
+{
+    size_t i;
+
+    for (i = 0; i < f->rd.n && !__atomic_load_n(&f->s->detaching, __ATOMIC_ACQUIRE); i++) {
+        const struct sluice_tf_frame *h = &f->rd.ref[i].h;
+        struct ring_state *r;
+
+        if (h->type == SLUICE_TF_RING && file_ring(f, i) < 0) {
+            break; /* the rings after it cannot be numbered */
+        } else if (h->type == SLUICE_TF_CHUNK) {
+            file_chunk(f, i);
+        } else if (h->type == SLUICE_TF_RING_END && (r = file_ring_of(f, i))) {
+            r->hdr_lost = h->arg[1];
+            r->salvaged = h->arg[2] ? (int64_t)(h->arg[2] - 1) : -1;
+            file_ring_end(r);
+        } else if (h->type == SLUICE_TF_END) {
+            char msg[sizeof(f->s->err)] = {0}, why[320];
+            size_t len;
+
+            f->ended = 1;
+            if ((int64_t)h->arg[0] < 0 &&
+                tf_reader__payload(&f->rd, i, msg, sizeof(msg) - 1, &len, why, sizeof(why)) == 0) {
+                set_error(f->s, (int)(int64_t)h->arg[0], "as recorded: %s", msg);
+            }
+        }
+    }
+}
+
+/* The rings left open (a file cut short), ended; and why they were. */
+static void file_finish(struct file_read *f)
+{
+    size_t i;
+
+    if (f->rd.cut[0]) {
+        set_error(f->s, -EPROTO, "%s: %s; the trace stops there (what came before was read)",
+                  f->rd.path, f->rd.cut);
+    } else if (!f->ended && !__atomic_load_n(&f->s->detaching, __ATOMIC_ACQUIRE)) {
+        set_error(f->s, -EPROTO,
+                  "%s: no END frame: the recording was cut short (what came before was read)",
+                  f->rd.path);
+    }
+    for (i = 0; i < f->n_rings; i++) {
+        if (!f->rings[i]->file_done) {
+            file_ring_end(f->rings[i]);
+        }
+    }
+}
+
+static void file_free(struct file_read *f)
+{
+    for (size_t i = 0; i < f->n_tables; i++) {
+        free(f->tables[i].words);
+        free(f->tables[i].log);
+        if (f->tables[i].fd >= 0) {
+            close(f->tables[i].fd); /* the mappings keep what rings still hold */
+        }
+    }
+    free(f->tables);
+    free(f->rings);
+    tf_reader__close(&f->rd);
+}
+
+static int run_file(struct sluice_session *s)
+{
+    struct file_read f = {.s = s};
+    char why[400];
+    int err = tf_reader__open(&f.rd, s->file_path, why, sizeof(why));
+
+    if (err) {
+        return set_error(s, err, "%s", why);
+    }
+    if (file_tables(&f) < 0 || start_stages(s) < 0) {
+        file_free(&f);
+        return s->err_code;
+    }
+    file_frames(&f);
+    file_finish(&f);
+    workq__finish(&s->wq);
+    order__finish(&s->ord);
+    chunk_pool__destroy(&s->pool);
+    for (struct ring_state *r = s->rings; r; r = r->next) {
+        r->counts.lost += r->hdr_lost;
+    }
+    file_free(&f);
+    return s->err_code;
+}
+
+struct sluice_session *sluice_session__open_file(const char *path,
+                                                 const struct sluice_callbacks *cb,
+                                                 const struct sluice_consumer_opts *opts)
+{
+    struct sluice_consumer_opts o = {.sz = sizeof(o), .workers = opts ? opts->workers : 0};
+    struct sluice_session *s;
+    int fd;
+
+    if (!path || !cb || cb->sz == 0 || (opts && opts->sz == 0)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    /* A session needs a descriptor to own; this one is never read. */
+    fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return NULL;
+    }
+    s = session_new(fd, cb, &o, 0);
+    if (s && !(s->file_path = strdup(path))) {
+        sluice_session__free(s);
+        errno = ENOMEM;
+        return NULL;
+    }
+    return s;
 }
 
 size_t sluice_session__salvaged(const struct sluice_session *s, uint64_t *bytes)
@@ -1142,5 +1617,11 @@ void sluice_session__free(struct sluice_session *s)
     pthread_mutex_destroy(&s->rings_lock);
     pthread_cond_destroy(&s->readers_done);
     block_tables__destroy(&s->tables);
+    if (s->rec) {
+        char unused[8];
+
+        tf_writer__close(s->rec, -ECANCELED, 0, "", unused, sizeof(unused)); /* never run */
+    }
+    free(s->file_path);
     free(s);
 }

@@ -5,7 +5,9 @@
  *   sluice run [--filter F] [--set NAME=VALUE]... [--tool T] [DUMP OPTIONS] [--json]
  *              [-o FILE] [--workers N] [--wait-attach N] [--syscalls] -- PROGRAM [ARGS]
  *   sluice attach PID [--tool T] [DUMP OPTIONS] [--json] [-o FILE] [--workers N] [--lossy]
+ *   sluice report TRACE [--tool T] [DUMP OPTIONS] [--json] [-o FILE] [--workers N]
  *   sluice ls [--json]
+ * (run and attach also take --record TRACE, or --tool record -o TRACE).
  *
  * Main thread: parses arguments, finds qemu-<arch> and the jitter, checks
  * what QEMU would fail on (precheck.h), attaches a libsluice session to one
@@ -16,6 +18,7 @@
  * else stderr).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <limits.h>
 #include <stdio.h>
@@ -52,6 +55,8 @@ struct run_args {
     unsigned wait_attach; /* run --wait-attach N */
     int lossy;            /* attach --lossy */
     int syscalls;         /* run --syscalls */
+    const char *record;   /* run, attach: --record TRACE (or --tool record -o TRACE) */
+    const char *trace;    /* report TRACE */
     uint32_t pid;         /* attach PID */
     char **prog;          /* PROGRAM ARGS..., NULL-terminated (argv's tail) */
     struct filter_arg filter;
@@ -64,6 +69,8 @@ static void usage(FILE *f)
                "                  [--syscalls] -- PROGRAM [ARGS...]\n"
                "       sluice attach PID [--tool T] [DUMP OPTIONS] [--json] [-o FILE]\n"
                "                  [--workers N] [--lossy]\n"
+               "       sluice report TRACE [--tool T] [DUMP OPTIONS] [--json] [-o FILE]\n"
+               "                  [--workers N]\n"
                "       sluice ls [--json]\n"
                "  --filter F   decide what to trace with a BPF filter: F.bpf.o (clang -O2 -g\n"
                "               -target bpf), or F.c, compiled with clang (see filters/)\n"
@@ -74,7 +81,10 @@ static void usage(FILE *f)
                "               pcsum (an order-sensitive checksum of each thread's PCs, one\n"
                "               callback per PC), pcsum-batch (the same sum, PCs taken in\n"
                "               runs) or cov (the blocks that ran, as a drcov file for\n"
-               "               Lighthouse: -o FILE)\n"
+               "               Lighthouse: -o FILE), or record (-o TRACE: keep the trace in a\n"
+               "               file for `sluice report`)\n"
+               "  --record TRACE  also keep the trace in file TRACE (zstd-compressed chunks),\n"
+               "               for `sluice report TRACE --tool T` to analyse again\n"
                "  --json       stats or pcsum as one JSON object on one line\n"
                "  --syscalls   also record each syscall's entry (number, arguments) and\n"
                "               return (its value): dump prints them\n"
@@ -90,6 +100,9 @@ static void usage(FILE *f)
                "  -jitter started) from now until it ends, or until SIGINT/SIGTERM/SIGHUP\n"
                "  detach it; the guest waits for it as for `run`'s own tool (lossless), or,\n"
                "  with --lossy, never: what it misses is counted exactly (LOST events)\n"
+               "report: run the tool on a recorded trace file as it ran live: the same\n"
+               "  events in the same per-thread order (symbols and disassembly are read from\n"
+               "  the files now at the recorded paths)\n"
                "ls: this user's traced processes, one line each: pid, arch, program, threads,\n"
                "  consumers (lossless among them), events lost by lossy ones\n"
                "environment: SLUICE_QEMU_DIR (holds bin/qemu-<arch>), SLUICE_JITTER (the jitter\n"
@@ -164,6 +177,9 @@ static const struct tool *find_tool(const char *name)
     if (strcmp(name, "cov") == 0) {
         return &tool_cov;
     }
+    if (strcmp(name, "record") == 0) {
+        return &tool_record;
+    }
     return NULL;
 }
 
@@ -178,13 +194,18 @@ static long number(const char *v, long lo, long hi)
     return errno || *end || !*v || n < lo || n > hi ? -1 : n;
 }
 
+/* Which command's arguments parse_args() reads. */
+enum mode { MODE_RUN, MODE_ATTACH, MODE_REPORT };
+
 /*
- * Parse the arguments of `run` (@p attach 0: options, then PROGRAM ARGS)
- * or `attach` (@p attach 1: options and one PID, in any order; no filter:
- * the process has its own). Returns -1 to go on, else an exit status.
+ * Parse the arguments of `run` (options, then PROGRAM ARGS), `attach`
+ * (options and one PID, in any order; no filter: the process has its own)
+ * or `report` (options and one TRACE). Returns -1 to go on, else an exit
+ * status.
  */
-static int parse_args(int argc, char **argv, struct run_args *a, int attach)
+static int parse_args(int argc, char **argv, struct run_args *a, enum mode mode)
 {
+    int attach = mode != MODE_RUN, report = mode == MODE_REPORT;
     const char *pid = NULL;
     int i;
 
@@ -199,7 +220,7 @@ static int parse_args(int argc, char **argv, struct run_args *a, int attach)
             i += strcmp(argv[i], "--") == 0;
             break;
         } else if (attach && argv[i][0] != '-' && !pid) {
-            pid = argv[i];
+            pid = argv[i]; /* report: the trace file */
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 0;
@@ -207,9 +228,15 @@ static int parse_args(int argc, char **argv, struct run_args *a, int attach)
             a->json = 1;
         } else if ((flag = dump_flag(argv[i]))) {
             a->dump |= flag;
-        } else if (attach && strcmp(argv[i], "--lossy") == 0) {
+        } else if (mode == MODE_ATTACH && strcmp(argv[i], "--lossy") == 0) {
             a->lossy = 1;
+        } else if (!report && (v = opt_value(argc, argv, &i, "--record"))) {
+            a->record = v;
         } else if (strcmp(argv[i], "--syscalls") == 0) {
+            if (report) {
+                return usage_error("%s", "--syscalls goes with run: report has them when the "
+                                         "recorded run had it");
+            }
             if (attach) {
                 return usage_error("%s",
                                    "--syscalls goes with run (the guest records them from its "
@@ -217,8 +244,11 @@ static int parse_args(int argc, char **argv, struct run_args *a, int attach)
             }
             a->syscalls = 1;
         } else if ((v = opt_value(argc, argv, &i, "--tool"))) {
-            if (!(a->tool = find_tool(v))) {
-                return usage_error("unknown tool '%s'", v);
+            if (!(a->tool = find_tool(v)) || (report && a->tool == &tool_record)) {
+                return usage_error(a->tool ? "'%s' goes with run and attach: report reads a "
+                                             "recording"
+                                           : "unknown tool '%s'",
+                                   v);
             }
         } else if (!attach && (v = opt_value(argc, argv, &i, "--filter"))) {
             a->filter.path = v;
@@ -257,6 +287,21 @@ static int parse_args(int argc, char **argv, struct run_args *a, int attach)
     }
     if (a->tool == &tool_cov && !a->out) {
         return usage_error("%s", "--tool cov writes a binary drcov file: give it -o FILE");
+    }
+    if (a->tool == &tool_record) {
+        if (!a->out || a->record) {
+            return usage_error("%s", "--tool record writes the trace file -o TRACE (or give "
+                                     "another tool --record TRACE)");
+        }
+        a->record = a->out; /* the trace file, not the tool's text output */
+        a->out = NULL;
+    }
+    if (report) {
+        if (!pid) {
+            return usage_error("%s", "report wants a trace file (made by --record)");
+        }
+        a->trace = pid;
+        return -1;
     }
     if (attach) {
         long n = pid ? number(pid, 1, INT32_MAX) : -1;
@@ -340,7 +385,8 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
                    struct sluice_session **sp)
 {
     struct sluice_callbacks cb = {.sz = sizeof(cb)};
-    struct sluice_consumer_opts opts = {.sz = sizeof(opts), .workers = a->workers};
+    struct sluice_consumer_opts opts = {
+        .sz = sizeof(opts), .workers = a->workers, .record = a->record};
     char err[256], *jarg;
     int sv[2];
     pid_t pid;
@@ -430,6 +476,36 @@ static void report_not_started(int status, const struct sluice_session *s)
     }
 }
 
+/*
+ * Open the tool's output (-o FILE, else stderr) and check the trace file
+ * (--record) can be written, before anything starts: one line and exit
+ * status 2 if not. Returns 0 or 2.
+ */
+static int open_outputs(const struct run_args *a, struct tool_env *env)
+{
+    int fd;
+
+    env->json = a->json;
+    env->dump = a->dump;
+    env->record = a->record;
+    env->out = stderr;
+    env->name = a->out ? a->out : "stderr";
+    if (a->record) {
+        fd = open(a->record, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+        if (fd < 0) {
+            fprintf(stderr, "sluice: %s: %s\n", a->record, strerror(errno));
+            return 2;
+        }
+        close(fd);
+    }
+    if (a->out && !(env->out = fopen(a->out, "we"))) {
+        fprintf(stderr, "sluice: %s: %s\n", a->out, strerror(errno));
+        env->out = stderr;
+        return 2;
+    }
+    return 0;
+}
+
 /* Whether a status line may own stderr: a terminal, which the tool's output @p out is not. */
 static int status_line_ok(FILE *out)
 {
@@ -444,7 +520,7 @@ static int cmd_run(int argc, char **argv)
     struct sluice_session *s = NULL;
     struct run_paths paths;
     struct run_args a;
-    int rc = parse_args(argc, argv, &a, 0), failed, started, status;
+    int rc = parse_args(argc, argv, &a, MODE_RUN), failed, started, status;
     double t0;
     pid_t pid;
 
@@ -455,14 +531,10 @@ static int cmd_run(int argc, char **argv)
         filter_arg_cleanup(&a.filter);
         return 2;
     }
-    env.json = a.json;
-    env.dump = a.dump;
-    if (a.out && !(env.out = fopen(a.out, "we"))) {
-        fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
+    if (open_outputs(&a, &env)) {
         filter_arg_cleanup(&a.filter);
         return 2;
     }
-    env.name = a.out ? a.out : "stderr";
     pid = start(&a, &paths, &env, &s);
     if (pid < 0) {
         sluice_session__free(s);
@@ -562,21 +634,18 @@ static int cmd_attach(int argc, char **argv)
     struct sluice_counts unused;
     struct progress prog = {0};
     struct run_args a;
-    int rc = parse_args(argc, argv, &a, 1), failed;
+    int rc = parse_args(argc, argv, &a, MODE_ATTACH), failed;
     double t0;
 
     if (rc >= 0) {
         return rc;
     }
-    env.json = a.json;
-    env.dump = a.dump;
-    if (a.out && !(env.out = fopen(a.out, "we"))) {
-        fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
+    if (open_outputs(&a, &env)) {
         return 2;
     }
-    env.name = a.out ? a.out : "stderr";
     opts.workers = a.workers;
     opts.lossy = a.lossy;
+    opts.record = a.record;
     a.tool->setup(&env, &cb);
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
@@ -614,6 +683,56 @@ static int cmd_attach(int argc, char **argv)
             : failed                           ? "stopped, on the error above, tracing"
                                                : "traced to the end of",
             a.pid, now() - t0);
+    if (env.out != stderr && fclose(env.out) != 0) {
+        fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
+        failed = 1;
+    }
+    sluice_session__free(detach_none());
+    return failed;
+}
+
+/*
+ * `sluice report TRACE`: the tool on a recorded trace, as it ran live.
+ * SIGINT stops it early (what was read is reported).
+ */
+static int cmd_report(int argc, char **argv)
+{
+    struct tool_env env = {.out = stderr, .name = "stderr"};
+    struct sluice_callbacks cb = {.sz = sizeof(cb)};
+    struct sluice_consumer_opts opts = {.sz = sizeof(opts)};
+    struct sigaction sa = {.sa_handler = on_detach_signal};
+    struct progress prog = {0};
+    struct run_args a;
+    int rc = parse_args(argc, argv, &a, MODE_REPORT), failed;
+    double t0;
+
+    if (rc >= 0) {
+        return rc;
+    }
+    if (open_outputs(&a, &env)) {
+        return 2;
+    }
+    opts.workers = a.workers;
+    a.tool->setup(&env, &cb);
+    attached = sluice_session__open_file(a.trace, &cb, &opts);
+    if (!attached) {
+        fprintf(stderr, "sluice: report %s: %s\n", a.trace, strerror(errno));
+        return 2;
+    }
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    if (status_line_ok(env.out)) {
+        progress_start(&prog, attached);
+    }
+    t0 = now();
+    failed = sluice_session__run(attached) != 0;
+    progress_stop(&prog);
+    if (failed) {
+        fprintf(stderr, "sluice: report: %s\n", sluice_session__error(attached));
+    }
+    failed |= a.tool->report(&env, attached, now() - t0) != 0;
+    report_unclosed(env.json ? stderr : env.out, attached, -1);
     if (env.out != stderr && fclose(env.out) != 0) {
         fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
         failed = 1;
@@ -699,6 +818,9 @@ int main(int argc, char **argv)
     }
     if (argc >= 2 && strcmp(argv[1], "attach") == 0) {
         return cmd_attach(argc, argv);
+    }
+    if (argc >= 2 && strcmp(argv[1], "report") == 0) {
+        return cmd_report(argc, argv);
     }
     if (argc >= 2 && strcmp(argv[1], "ls") == 0) {
         return cmd_ls(argc, argv);

@@ -19,7 +19,7 @@ say() { echo "setup: $*" >&2; }
 
 packages=(ninja-build pkgconf libglib2.0-dev zlib1g-dev python3-venv patch xz-utils dpkg-dev
     gcc clang clang-format llvm libclang-rt-14-dev libbpf-dev liburcu-dev libcriterion-dev libcapstone-dev
-    libdw-dev libelf-dev gcc-aarch64-linux-gnu gcc-riscv64-linux-gnu gcc-mipsel-linux-gnu
+    libdw-dev libelf-dev libzstd-dev gcc-aarch64-linux-gnu gcc-riscv64-linux-gnu gcc-mipsel-linux-gnu
     libc6-dev-arm64-cross libc6-dev-riscv64-cross libc6-dev-mipsel-cross coreutils gzip
     gnuplot-nox linux-perf valgrind)
 backports=(meson python3-pycotap)

@@ -27,6 +27,7 @@ struct tool_env {
     int json;                 /**< --json */
     unsigned dump;            /**< dump's options: enum tool_dump_flags */
     const char *name;         /**< what out is, for messages: FILE, or "stderr" */
+    const char *record;       /**< the trace file the session records into (--record), or NULL */
     struct rusage qemu_usage; /**< QEMU's resource use (and its reaped children's), set before
                                  report() */
 };
@@ -60,6 +61,8 @@ extern const struct tool tool_cov;
 extern const struct tool tool_stats;
 /** `pcsum`: an order-sensitive checksum of each thread's PCs, through `exec` (one item per PC). */
 extern const struct tool tool_pcsum;
+/** `record`: only the trace file (--tool record -o TRACE), and one line saying what it holds. */
+extern const struct tool tool_record;
 /** `pcsum-batch`: the same checksum, through `exec_batch` (one item per run of PCs). */
 extern const struct tool tool_pcsum_batch;
 

@@ -256,6 +256,16 @@ struct sluice_consumer_opts {
      * ring before it is decoded (a lossless session decodes in place).
      */
     int lossy;
+    /**
+     * A trace file to record the session into as it runs (replaced if it
+     * exists; layout: sluice/trace_file.h), or NULL. Each span is
+     * compressed by its worker and written in stream order with what
+     * decoding it needs; sluice_session__open_file() reads it back into
+     * the same callbacks. A write that fails (a full disk) stops the
+     * recording, not the session: what was written stays readable, and
+     * sluice_session__run() then fails with -errno saying so.
+     */
+    const char *record;
 };
 
 /** Per-thread and total counters, filled when a session ends. */
@@ -297,6 +307,22 @@ struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callb
  */
 struct sluice_session *sluice_session__attach(uint32_t pid, const struct sluice_callbacks *cb,
                                               const struct sluice_consumer_opts *opts);
+
+/**
+ * A session that reads the trace file @p path (recorded with
+ * sluice_consumer_opts.record) instead of a guest: sluice_session__run()
+ * delivers its events to @p cb as the recorded session delivered them,
+ * in the same per-thread order, with the same counts (LOST events,
+ * recovered threads) and sluice_map__at() answers. The file's problems are
+ * run's errors, each naming the frame (a chunk, its thread and its byte
+ * offset): whatever comes before a damaged or missing chunk is still
+ * delivered, and the other threads go on. @p opts: only `workers` is used.
+ * Any thread.
+ * @return a session, or NULL with errno set (EINVAL bad arguments, ENOMEM).
+ */
+struct sluice_session *sluice_session__open_file(const char *path,
+                                                 const struct sluice_callbacks *cb,
+                                                 const struct sluice_consumer_opts *opts);
 
 /**
  * Detach: make sluice_session__run() return once every ring is read up to
@@ -359,10 +385,13 @@ int sluice_process__list(struct sluice_process_info *out, size_t max);
  * Run until the trace ends (every guest process exited or exec'd and every
  * ring is drained). Blocks the calling thread; starts the worker threads and
  * the ordering thread. Not thread-safe: call once per session.
+ * A session of a trace file reads it to its end instead.
  * @return 0; -EPROTO if the jitter refused or spoke another protocol version,
  *         or a ring was malformed (that ring is then skipped to its end, the
- *         others are still drained); -errno from a failed socket, mmap or
- *         thread call; -EINVAL if called twice. sluice_session__error() says more.
+ *         others are still drained), or a trace file is damaged or cut short;
+ *         -errno from a failed socket, mmap or thread call, or from writing
+ *         or reading a trace file; -EINVAL if called twice.
+ *         sluice_session__error() says more.
  */
 int sluice_session__run(struct sluice_session *s);
 

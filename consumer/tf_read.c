@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * tf_read.c — reading a trace file (layout: sluice/trace_file.h).
+ *
+ * One thread. The file may be cut short, damaged or hostile: sizes are
+ * checked against the file and against SLUICE_TF_MAX_RAW before any
+ * allocation or read, and a payload is decompressed only into the caller's
+ * room after its crc matched. Never writes to the file.
+ */
+#include "tf_read.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "sluice/record.h"
+
+const char *tf_type_name(unsigned type)
+{
+    static const char *const names[] = {"?",        "file", "ring",  "table",  "chunk",
+                                        "ring end", "end",  "index", "trailer"};
+
+    return type < sizeof(names) / sizeof(names[0]) ? names[type] : "?";
+}
+
+/* pread exactly @p n bytes at @p at: 0, -EIO if the file ends first, or -errno. */
+static int read_at(int fd, void *dst, size_t n, uint64_t at)
+{
+    size_t done = 0;
+
+    while (done < n) {
+        ssize_t k = pread(fd, (char *)dst + done, n - done, (off_t)(at + done));
+
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k <= 0) {
+            return k < 0 ? -errno : -EIO;
+        }
+        done += (size_t)k;
+    }
+    return 0;
+}
+
+/* Whether @p h can be a frame at @p at of a file of @p size bytes; else why, in @p why. */
+static int plausible(const struct sluice_tf_frame *h, uint64_t at, uint64_t size, char *why,
+                     size_t n)
+{
+    if (h->magic != SLUICE_TF_FRAME_MAGIC || h->type < SLUICE_TF_FILE ||
+        h->type > SLUICE_TF_TRAILER || (h->flags & ~SLUICE_TF_ZSTD)) {
+        snprintf(why, n, "no frame header at byte %llu (damaged)", (unsigned long long)at);
+        return 0;
+    }
+    if (h->raw_bytes > SLUICE_TF_MAX_RAW ||
+        h->stored_bytes > ZSTD_compressBound(SLUICE_TF_MAX_RAW) ||
+        (!(h->flags & SLUICE_TF_ZSTD) && h->stored_bytes != h->raw_bytes)) {
+        snprintf(why, n, "%s frame at byte %llu claims %llu bytes (%llu stored): damaged",
+                 tf_type_name(h->type), (unsigned long long)at, (unsigned long long)h->raw_bytes,
+                 (unsigned long long)h->stored_bytes);
+        return 0;
+    }
+    if (size - at - sizeof(*h) < h->stored_bytes) {
+        snprintf(why, n, "%s frame at byte %llu is cut short: %llu of its %llu bytes are there",
+                 tf_type_name(h->type), (unsigned long long)at,
+                 (unsigned long long)(size - at - sizeof(*h)), (unsigned long long)h->stored_bytes);
+        return 0;
+    }
+    return 1;
+}
+
+/* Append a frame to the list. 0 or -ENOMEM. */
+static int add_ref(struct tf_reader *r, size_t *cap, uint64_t at, const struct sluice_tf_frame *h)
+{
+    if (r->n == *cap) {
+        size_t c = *cap ? 2 * *cap : 1024;
+        struct tf_ref *p = realloc(r->ref, c * sizeof(*p));
+
+        if (!p) {
+            return -ENOMEM;
+        }
+        r->ref = p;
+        *cap = c;
+    }
+    r->ref[r->n].offset = at;
+    r->ref[r->n++].h = *h;
+    return 0;
+}
+
+/* List the frames by reading each header in turn, up to the first that is not one. */
+static int scan(struct tf_reader *r)
+{
+    size_t cap = 0;
+    uint64_t at = 0;
+
+    r->n = 0;
+    while (at < r->size) {
+        struct sluice_tf_frame h;
+
+        if (r->size - at < sizeof(h)) {
+            snprintf(r->cut, sizeof(r->cut), "the file ends inside a frame header at byte %llu",
+                     (unsigned long long)at);
+            break;
+        }
+        if (read_at(r->fd, &h, sizeof(h), at) < 0) {
+            snprintf(r->cut, sizeof(r->cut), "reading byte %llu: %s", (unsigned long long)at,
+                     strerror(errno));
+            break;
+        }
+        if (!plausible(&h, at, r->size, r->cut, sizeof(r->cut))) {
+            break;
+        }
+        if (add_ref(r, &cap, at, &h) < 0) {
+            return -ENOMEM;
+        }
+        at += sizeof(h) + h.stored_bytes;
+        if (h.type == SLUICE_TF_INDEX) {
+            break; /* the trailer follows; the index lists nothing after it */
+        }
+    }
+    return 0;
+}
+
+static int payload_of(struct tf_reader *r, const struct tf_ref *f, void *dst, size_t cap,
+                      size_t *len, char *err, size_t errlen);
+
+/* List the frames from the trailer's index; 0 if it is whole, else -1 (then scan). */
+static int from_index(struct tf_reader *r)
+{
+    struct sluice_tf_frame t;
+    struct sluice_tf_index *x = NULL;
+    struct tf_ref idx;
+    size_t cap = 0, len, i, n;
+    char why[256];
+
+    if (r->size < 3 * sizeof(t) || read_at(r->fd, &t, sizeof(t), r->size - sizeof(t)) < 0 ||
+        !plausible(&t, r->size - sizeof(t), r->size, why, sizeof(why)) ||
+        t.type != SLUICE_TF_TRAILER || t.arg[0] > r->size - 2 * sizeof(t) || t.arg[1] == 0 ||
+        t.arg[1] > SLUICE_TF_MAX_RAW / sizeof(*x)) {
+        return -1;
+    }
+    idx.offset = t.arg[0];
+    n = (size_t)t.arg[1];
+    /* The INDEX frame itself, read and checked like any other. */
+    if (read_at(r->fd, &idx.h, sizeof(idx.h), idx.offset) < 0 ||
+        !plausible(&idx.h, idx.offset, r->size, why, sizeof(why)) ||
+        idx.h.type != SLUICE_TF_INDEX || idx.h.raw_bytes != n * sizeof(*x) ||
+        !(x = malloc(n * sizeof(*x))) ||
+        payload_of(r, &idx, x, n * sizeof(*x), &len, why, sizeof(why)) < 0) {
+        free(x);
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        struct sluice_tf_frame h;
+
+        /* Each header is read again: the index says where, the header what. */
+        if (x[i].offset >= idx.offset || read_at(r->fd, &h, sizeof(h), x[i].offset) < 0 ||
+            !plausible(&h, x[i].offset, idx.offset, why, sizeof(why)) || h.type != x[i].type ||
+            h.stream != x[i].stream || add_ref(r, &cap, x[i].offset, &h) < 0) {
+            free(x);
+            free(r->ref);
+            r->ref = NULL;
+            r->n = 0;
+            return -1;
+        }
+    }
+    free(x);
+    return 0;
+}
+
+int tf_reader__open(struct tf_reader *r, const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+
+    memset(r, 0, sizeof(*r));
+    snprintf(r->path, sizeof(r->path), "%s", path);
+    /* O_NONBLOCK: a FIFO put in its place must not hang us before fstat says what it is. */
+    r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (r->fd < 0) {
+        int e = errno;
+
+        snprintf(err, errlen, "%s: %s", path, strerror(e));
+        return -e;
+    }
+    if (fstat(r->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file", path);
+        tf_reader__close(r);
+        return -EINVAL;
+    }
+    r->size = (uint64_t)st.st_size;
+    r->dctx = ZSTD_createDCtx();
+    if (!r->dctx || from_index(r) < 0) {
+        if (!r->dctx || scan(r) < 0) {
+            snprintf(err, errlen, "%s: out of memory", path);
+            tf_reader__close(r);
+            return -ENOMEM;
+        }
+    } else {
+        r->indexed = 1;
+    }
+    if (r->n == 0 || r->ref[0].h.type != SLUICE_TF_FILE || r->ref[0].offset != 0) {
+        snprintf(err, errlen, "%s: not a sluice trace file (%s)", path,
+                 r->cut[0] ? r->cut : "no FILE frame first");
+        tf_reader__close(r);
+        return -EPROTO;
+    }
+    if (r->ref[0].h.arg[0] != SLUICE_TF_VERSION || r->ref[0].h.arg[1] != SLUICE_FORMAT_VERSION) {
+        snprintf(err, errlen,
+                 "%s: trace file version %llu with record format %llu; this sluice reads "
+                 "version %u with format %u",
+                 path, (unsigned long long)r->ref[0].h.arg[0],
+                 (unsigned long long)r->ref[0].h.arg[1], SLUICE_TF_VERSION, SLUICE_FORMAT_VERSION);
+        tf_reader__close(r);
+        return -EPROTO;
+    }
+    return 0;
+}
+
+int tf_reader__payload(struct tf_reader *r, size_t i, void *dst, size_t cap, size_t *len, char *err,
+                       size_t errlen)
+{
+    return payload_of(r, &r->ref[i], dst, cap, len, err, errlen);
+}
+
+static int payload_of(struct tf_reader *r, const struct tf_ref *f, void *dst, size_t cap,
+                      size_t *len, char *err, size_t errlen)
+{
+    struct sluice_tf_frame h = f->h;
+    uint32_t crc;
+    size_t n;
+    int rc;
+
+    *len = 0;
+    if (h.raw_bytes > cap) {
+        return -EMSGSIZE;
+    }
+    if (r->buf_cap < h.stored_bytes) {
+        uint8_t *b = realloc(r->buf, h.stored_bytes ? h.stored_bytes : 1);
+
+        if (!b) {
+            snprintf(err, errlen, "out of memory for %llu bytes",
+                     (unsigned long long)h.stored_bytes);
+            return -ENOMEM;
+        }
+        r->buf = b;
+        r->buf_cap = h.stored_bytes;
+    }
+    rc = read_at(r->fd, r->buf, h.stored_bytes, f->offset + sizeof(h));
+    if (rc < 0) {
+        snprintf(err, errlen, "reading the %s frame at byte %llu: %s", tf_type_name(h.type),
+                 (unsigned long long)f->offset, rc == -EIO ? "the file ended" : strerror(-rc));
+        return rc == -EIO ? -EPROTO : rc;
+    }
+    crc = h.crc;
+    h.crc = 0;
+    if ((uint32_t)crc32(crc32(0, (const Bytef *)&h, sizeof(h)), r->buf, (uInt)h.stored_bytes) !=
+        crc) {
+        snprintf(err, errlen, "the %s frame at byte %llu is damaged (crc mismatch)",
+                 tf_type_name(h.type), (unsigned long long)f->offset);
+        return -EPROTO;
+    }
+    if (!(h.flags & SLUICE_TF_ZSTD)) {
+        memcpy(dst, r->buf, h.stored_bytes);
+        *len = h.stored_bytes;
+        return 0;
+    }
+    n = ZSTD_decompressDCtx(r->dctx, dst, cap, r->buf, h.stored_bytes);
+    if (ZSTD_isError(n) || n != h.raw_bytes) {
+        snprintf(err, errlen, "the %s frame at byte %llu does not decompress: %s",
+                 tf_type_name(h.type), (unsigned long long)f->offset,
+                 ZSTD_isError(n) ? ZSTD_getErrorName(n) : "wrong size");
+        return -EPROTO;
+    }
+    *len = n;
+    return 0;
+}
+
+void tf_reader__close(struct tf_reader *r)
+{
+    if (r->fd >= 0) {
+        close(r->fd);
+    }
+    r->fd = -1;
+    free(r->ref);
+    r->ref = NULL;
+    ZSTD_freeDCtx(r->dctx);
+    r->dctx = NULL;
+    free(r->buf);
+    r->buf = NULL;
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/**
+ * @file tf_read.h
+ * @brief Reading a trace file (sluice/trace_file.h): its frames' places,
+ *        then any frame's payload, checked.
+ *
+ * One thread at a time (the session's main thread, or `sluice report
+ * --info`). A file is never trusted: every size is checked before it is
+ * used, a damaged or cut frame yields a one-line reason naming it, and the
+ * frames before it still read.
+ */
+#ifndef SLUICE_TF_READ_H
+#define SLUICE_TF_READ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/trace_file.h"
+
+/** One frame's place and header. */
+struct tf_ref {
+    uint64_t offset;          /**< where its header starts */
+    struct sluice_tf_frame h; /**< its header as read */
+};
+
+/** An open trace file. Fields are private but for those documented. */
+struct tf_reader {
+    int fd;
+    char path[256];
+    uint64_t size;      /**< the file's bytes */
+    struct tf_ref *ref; /**< its frames, in file order, up to the first bad one */
+    size_t n;           /**< frames in ref */
+    int indexed;        /**< ref came from the INDEX (else from a scan) */
+    char cut[256];      /**< why the frames stop before the file's end, or "" */
+    void *dctx;         /**< zstd decompression context */
+    uint8_t *buf;       /**< a stored payload */
+    size_t buf_cap;
+};
+
+/**
+ * Open @p path and list its frames: from its INDEX when the trailer and
+ * index are whole, else by reading every header from the start (stopping
+ * at the first that is not a frame, or that the file's end cuts short;
+ * r->cut says which). The first frame must be FILE, of this version.
+ * @return 0, or -errno with a one-line reason naming @p path in @p err.
+ */
+int tf_reader__open(struct tf_reader *r, const char *path, char *err, size_t errlen);
+
+/**
+ * Read frame @p i's payload into @p dst (room for @p cap bytes),
+ * decompressed, after checking its header is the one listed and its crc.
+ * @param[out] len the payload's bytes
+ * @return 0, or -EPROTO (damaged: a one-line reason in @p err naming the
+ *         frame's offset), -EMSGSIZE (larger than @p cap), -errno of pread.
+ */
+int tf_reader__payload(struct tf_reader *r, size_t i, void *dst, size_t cap, size_t *len, char *err,
+                       size_t errlen);
+
+/** Close and free what open made. */
+void tf_reader__close(struct tf_reader *r);
+
+/** The name of frame type @p type, for messages ("chunk", "ring", ...). */
+const char *tf_type_name(unsigned type);
+
+#endif /* SLUICE_TF_READ_H */

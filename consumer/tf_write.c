@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * tf_write.c — writing a trace file (layout: sluice/trace_file.h).
+ *
+ * Threads: tf_pack__span() runs on the worker that holds a chunk; the
+ * writer's other functions on the ordering thread, one at a time, except
+ * open and close (main thread, before and after it runs). A failed write
+ * stops the recording at a frame boundary (the file is cut back to it) and
+ * never the session: it must never block or fail the trace being read.
+ */
+#include "tf_write.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "sluice/trace_file.h"
+
+/* zstd's fastest level: a trace is mostly repeated block ids and
+ * addresses, and the recorder must keep up with the stream. */
+#define PACK_LEVEL 1
+
+/* One process's table as written so far. */
+struct tf_table {
+    uint64_t serial; /* block_table.serial */
+    uint32_t number; /* its number in the file */
+    uint64_t words;  /* descriptor bytes written */
+    uint64_t log;    /* module log bytes written */
+};
+
+struct tf_writer {
+    int fd;
+    char path[256];
+    uint64_t off; /* bytes written (whole frames) */
+    int err;      /* first failed write's -errno; nothing is written after it */
+    char why[160];
+    struct tf_table *tables;
+    size_t n_tables, cap_tables;
+    struct sluice_tf_index *index;
+    size_t n_index, cap_index;
+};
+
+int tf_pack__span(struct tf_pack **pp, const uint64_t *words, size_t len)
+{
+    struct tf_pack *p = *pp;
+    size_t need = ZSTD_compressBound(len), n;
+
+    if (!p && !(p = *pp = calloc(1, sizeof(*p)))) {
+        return -ENOMEM;
+    }
+    p->ok = 0;
+    if (!p->cctx && !(p->cctx = ZSTD_createCCtx())) {
+        return -ENOMEM;
+    }
+    if (p->cap < need) {
+        uint8_t *b = realloc(p->buf, need);
+
+        if (!b) {
+            return -ENOMEM;
+        }
+        p->buf = b;
+        p->cap = need;
+    }
+    ZSTD_CCtx_setParameter(p->cctx, ZSTD_c_compressionLevel, PACK_LEVEL);
+    ZSTD_CCtx_setParameter(p->cctx, ZSTD_c_checksumFlag, 1);
+    n = ZSTD_compress2(p->cctx, p->buf, p->cap, words, len);
+    if (ZSTD_isError(n)) {
+        return -ENOMEM; /* only a bound too small or no memory can fail here */
+    }
+    p->len = n;
+    p->raw = len;
+    p->crc = (uint32_t)crc32(0, p->buf, (uInt)n);
+    p->ok = 1;
+    return 0;
+}
+
+void tf_pack__free(struct tf_pack *p)
+{
+    if (p) {
+        ZSTD_freeCCtx(p->cctx);
+        free(p->buf);
+        free(p);
+    }
+}
+
+/* Stop recording: the first failure is the one to report. */
+static void stop(struct tf_writer *w, int err, const char *what)
+{
+    if (w->err) {
+        return;
+    }
+    w->err = err;
+    snprintf(w->why, sizeof(w->why), "%s: %s", what, strerror(-err));
+    /* Cut back to the last whole frame, so a reader finds no half frame. */
+    if (ftruncate(w->fd, (off_t)w->off) < 0) {
+        w->why[sizeof(w->why) - 1] = '\0';
+    }
+}
+
+/* Append one frame: @p h (crc filled here) and @p n payload bytes. */
+static void put_frame(struct tf_writer *w, struct sluice_tf_frame *h, const void *payload, size_t n,
+                      uint32_t payload_crc)
+{
+    struct iovec iov[2] = {{h, sizeof(*h)}, {(void *)payload, n}};
+    size_t left = sizeof(*h) + n;
+    int cnt = n ? 2 : 1;
+    struct iovec *v = iov;
+
+    if (w->err) {
+        return;
+    }
+    h->magic = SLUICE_TF_FRAME_MAGIC;
+    h->stored_bytes = n;
+    h->crc = 0;
+    h->crc =
+        (uint32_t)crc32_combine(crc32(0, (const Bytef *)h, sizeof(*h)), payload_crc, (z_off_t)n);
+    if (w->n_index == w->cap_index) {
+        size_t cap = w->cap_index ? 2 * w->cap_index : 1024;
+        struct sluice_tf_index *x = realloc(w->index, cap * sizeof(*x));
+
+        if (!x) {
+            stop(w, -ENOMEM, "index");
+            return;
+        }
+        w->index = x;
+        w->cap_index = cap;
+    }
+    while (left > 0) {
+        ssize_t k = writev(w->fd, v, cnt);
+
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k <= 0) {
+            stop(w, k < 0 ? -errno : -EIO, "write");
+            return;
+        }
+        left -= (size_t)k;
+        while (cnt > 0 && (size_t)k >= v->iov_len) {
+            k -= (ssize_t)v->iov_len;
+            v++;
+            cnt--;
+        }
+        if (cnt > 0) {
+            v->iov_base = (char *)v->iov_base + k;
+            v->iov_len -= (size_t)k;
+        }
+    }
+    w->index[w->n_index++] = (struct sluice_tf_index){
+        .offset = w->off, .type = h->type, .stream = h->stream, .arg0 = h->arg[0]};
+    w->off += sizeof(*h) + n;
+}
+
+/* A frame whose payload is stored as is. */
+static void put_plain(struct tf_writer *w, struct sluice_tf_frame *h, const void *payload, size_t n)
+{
+    h->raw_bytes = n;
+    put_frame(w, h, payload, n, n ? (uint32_t)crc32(0, payload, (uInt)n) : 0);
+}
+
+struct tf_writer *tf_writer__open(const char *path, char *err, size_t errlen)
+{
+    struct tf_writer *w = calloc(1, sizeof(*w));
+    struct sluice_tf_frame h = {.type = SLUICE_TF_FILE};
+    struct timespec ts;
+
+    if (!w) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return NULL;
+    }
+    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w->fd < 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        free(w);
+        return NULL;
+    }
+    snprintf(w->path, sizeof(w->path), "%s", path);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    h.arg[0] = SLUICE_TF_VERSION;
+    h.arg[1] = SLUICE_FORMAT_VERSION;
+    h.arg[2] = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    put_plain(w, &h, NULL, 0);
+    if (w->err) {
+        snprintf(err, errlen, "%s: %s", path, w->why);
+        close(w->fd);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+/* The file's record of table @p bt, made on first sight; NULL if out of memory. */
+static struct tf_table *table_of(struct tf_writer *w, const struct block_table *bt)
+{
+    size_t i;
+
+    for (i = 0; i < w->n_tables; i++) {
+        if (w->tables[i].serial == bt->serial) {
+            return &w->tables[i];
+        }
+    }
+    if (w->n_tables == w->cap_tables) {
+        size_t cap = w->cap_tables ? 2 * w->cap_tables : 16;
+        struct tf_table *t = realloc(w->tables, cap * sizeof(*t));
+
+        if (!t) {
+            stop(w, -ENOMEM, "tables");
+            return NULL;
+        }
+        w->tables = t;
+        w->cap_tables = cap;
+    }
+    w->tables[w->n_tables] = (struct tf_table){.serial = bt->serial, .number = (uint32_t)i};
+    return &w->tables[w->n_tables++];
+}
+
+void tf_writer__ring(struct tf_writer *w, uint32_t ring, const struct sluice_thread_info *t,
+                     const struct block_table *bt)
+{
+    struct sluice_tf_frame h = {.type = SLUICE_TF_RING, .stream = ring};
+    const struct tf_table *tt = bt ? table_of(w, bt) : NULL;
+    char names[32] = {0};
+
+    h.arg[0] = t->pid | (uint64_t)t->tid << 32;
+    h.arg[1] = t->seq | (uint64_t)(t->big_endian != 0) << 32;
+    h.arg[2] = tt ? tt->number : SLUICE_TF_NO_TABLE;
+    h.arg[3] = bt ? bt->snapshot_at : 0;
+    strncpy(names, t->arch, 15);
+    strncpy(names + 16, t->comm, 15);
+    put_plain(w, &h, names, sizeof(names));
+}
+
+/* A frame whose payload is compressed, unless it does not compress (then as is). */
+static void put_packed(struct tf_writer *w, struct sluice_tf_frame *h, const void *bytes, size_t n)
+{
+    size_t bound = ZSTD_compressBound(n), k;
+    void *z = malloc(bound);
+
+    k = z ? ZSTD_compress(z, bound, bytes, n, PACK_LEVEL) : 0;
+    if (!z || ZSTD_isError(k)) {
+        free(z);
+        put_plain(w, h, bytes, n);
+        return;
+    }
+    h->flags = SLUICE_TF_ZSTD;
+    h->raw_bytes = n;
+    put_frame(w, h, z, k, (uint32_t)crc32(0, z, (uInt)k));
+    free(z);
+}
+
+/* A piece of a table's part (0 descriptors, 1 module log). */
+static void put_piece(struct tf_writer *w, uint32_t table, uint64_t part, uint64_t at,
+                      uint64_t dropped, const void *bytes, size_t n)
+{
+    struct sluice_tf_frame h = {.type = SLUICE_TF_TABLE, .stream = table};
+
+    h.arg[0] = part;
+    h.arg[1] = at;
+    h.arg[2] = dropped;
+    put_packed(w, &h, bytes, n);
+}
+
+/* Most table bytes one piece holds. */
+#define PIECE_MAX (16u << 20)
+
+/* The pieces of @p bt published since the last time: every descriptor and
+ * log entry a chunk taken before now can name. */
+static void put_tables(struct tf_writer *w, const struct block_table *bt)
+{
+    struct tf_table *t = table_of(w, bt);
+    uint64_t words, log, dropped;
+
+    if (!t) {
+        return;
+    }
+    words = block_table__used(bt);
+    words = (words > bt->capacity_words ? bt->capacity_words : words) * 8;
+    while (t->words < words && !w->err) {
+        size_t n = words - t->words > PIECE_MAX ? PIECE_MAX : (size_t)(words - t->words);
+
+        put_piece(w, t->number, 0, t->words, 0, (const uint8_t *)bt->data + t->words, n);
+        t->words += n;
+    }
+    if (!bt->maps) {
+        return;
+    }
+    log = maps__used(bt->maps);
+    dropped = __atomic_load_n(bt->maps->dropped, __ATOMIC_ACQUIRE);
+    while (t->log < log && !w->err) {
+        size_t n = log - t->log > PIECE_MAX ? PIECE_MAX : (size_t)(log - t->log);
+
+        put_piece(w, t->number, 1, t->log, dropped, bt->maps->log + t->log, n);
+        t->log += n;
+    }
+}
+
+void tf_writer__chunk(struct tf_writer *w, uint32_t ring, const struct block_table *bt,
+                      uint64_t seq, uint64_t at, uint64_t maps_pos, int snapshot,
+                      const struct tf_pack *p, uint64_t insns)
+{
+    struct sluice_tf_frame h = {.type = SLUICE_TF_CHUNK, .stream = ring, .flags = SLUICE_TF_ZSTD};
+
+    if (w->err) {
+        return;
+    }
+    if (!p || !p->ok) {
+        stop(w, -ENOMEM, "compressing a chunk");
+        return;
+    }
+    if (bt) {
+        put_tables(w, bt);
+    }
+    h.raw_bytes = p->raw;
+    h.arg[0] = seq;
+    h.arg[1] = at;
+    h.arg[2] = maps_pos;
+    h.arg[3] = snapshot != 0;
+    put_frame(w, &h, p->buf, p->len, p->crc);
+    if (!w->err) {
+        w->index[w->n_index - 1].insns = insns;
+    }
+}
+
+void tf_writer__ring_end(struct tf_writer *w, uint32_t ring, uint64_t chunks, uint64_t hdr_lost,
+                         int64_t salvaged)
+{
+    struct sluice_tf_frame h = {.type = SLUICE_TF_RING_END, .stream = ring};
+
+    h.arg[0] = chunks;
+    h.arg[1] = hdr_lost;
+    h.arg[2] = salvaged >= 0 ? (uint64_t)salvaged + 1 : 0;
+    put_plain(w, &h, NULL, 0);
+}
+
+int tf_writer__close(struct tf_writer *w, int result, int detached, const char *msg, char *err,
+                     size_t errlen)
+{
+    struct sluice_tf_frame end = {.type = SLUICE_TF_END}, index = {.type = SLUICE_TF_INDEX},
+                           trailer = {.type = SLUICE_TF_TRAILER};
+    uint64_t at;
+    size_t frames;
+    int rc;
+
+    end.arg[0] = (uint64_t)(int64_t)result;
+    end.arg[1] = detached != 0;
+    put_plain(w, &end, msg, strlen(msg));
+    at = w->off;
+    frames = w->n_index;
+    put_packed(w, &index, w->index, frames * sizeof(*w->index));
+    trailer.arg[0] = at;
+    trailer.arg[1] = frames;
+    put_plain(w, &trailer, NULL, 0);
+    if (close(w->fd) < 0 && !w->err) {
+        w->err = -errno;
+        snprintf(w->why, sizeof(w->why), "close: %s", strerror(errno));
+    }
+    rc = w->err;
+    if (rc) {
+        snprintf(err, errlen,
+                 "recording %s stopped: %s; its %llu bytes before are whole frames "
+                 "(`sluice report` reads them)",
+                 w->path, w->why, (unsigned long long)w->off);
+    }
+    free(w->tables);
+    free(w->index);
+    free(w);
+    return rc;
+}
