@@ -1182,7 +1182,7 @@ static int file_piece(struct file_read *f, size_t i)
     *part = p;
     rc = tf_reader__payload(&f->rd, i, p + *have, h->raw_bytes, &len, why, sizeof(why));
     if (rc < 0) {
-        return set_error(f->s, rc, "%s: %s", f->rd.path, why);
+        return file_error(f, i, rc, why);
     }
     *have += len;
     if (h->arg[0]) {
@@ -1278,7 +1278,7 @@ static int file_ring(struct file_read *f, size_t i)
     }
     rc = tf_reader__payload(&f->rd, i, names, 32, &len, why, sizeof(why));
     if (rc < 0) {
-        return set_error(f->s, rc, "%s: %s", f->rd.path, why);
+        return file_error(f, i, rc, why);
     }
     rings = realloc(f->rings, (f->n_rings + 1) * sizeof(*rings));
     r = calloc(1, sizeof(*r));
@@ -1425,7 +1425,14 @@ static void file_finish(struct file_read *f)
 {
     size_t i;
 
-    if (f->rd.cut[0]) {
+    if (f->rd.cut[0] && f->rd.cut_h.magic == SLUICE_TF_FRAME_MAGIC &&
+        f->rd.cut_h.type == SLUICE_TF_CHUNK && f->rd.cut_h.stream < f->n_rings) {
+        set_error(f->s, -EPROTO,
+                  "%s: chunk %llu of tid %u: %s; the trace stops there (what came before was "
+                  "read)",
+                  f->rd.path, (unsigned long long)f->rd.cut_h.arg[0],
+                  f->rings[f->rd.cut_h.stream]->info.tid, f->rd.cut);
+    } else if (f->rd.cut[0]) {
         set_error(f->s, -EPROTO, "%s: %s; the trace stops there (what came before was read)",
                   f->rd.path, f->rd.cut);
     } else if (!f->ended && !__atomic_load_n(&f->s->detaching, __ATOMIC_ACQUIRE)) {

@@ -113,6 +113,8 @@ static int scan(struct tf_reader *r)
             break;
         }
         if (!plausible(&h, at, r->size, r->cut, sizeof(r->cut))) {
+            r->cut_h = h; /* a frame whose end is cut off can still be named */
+            r->cut_at = at;
             break;
         }
         if (add_ref(r, &cap, at, &h) < 0) {
@@ -252,16 +254,14 @@ static int payload_of(struct tf_reader *r, const struct tf_ref *f, void *dst, si
     }
     rc = read_at(r->fd, r->buf, h.stored_bytes, f->offset + sizeof(h));
     if (rc < 0) {
-        snprintf(err, errlen, "reading the %s frame at byte %llu: %s", tf_type_name(h.type),
-                 (unsigned long long)f->offset, rc == -EIO ? "the file ended" : strerror(-rc));
+        snprintf(err, errlen, "reading it: %s", rc == -EIO ? "the file ended" : strerror(-rc));
         return rc == -EIO ? -EPROTO : rc;
     }
     crc = h.crc;
     h.crc = 0;
     if ((uint32_t)crc32(crc32(0, (const Bytef *)&h, sizeof(h)), r->buf, (uInt)h.stored_bytes) !=
         crc) {
-        snprintf(err, errlen, "the %s frame at byte %llu is damaged (crc mismatch)",
-                 tf_type_name(h.type), (unsigned long long)f->offset);
+        snprintf(err, errlen, "damaged (its crc does not match)");
         return -EPROTO;
     }
     if (!(h.flags & SLUICE_TF_ZSTD)) {
@@ -271,8 +271,7 @@ static int payload_of(struct tf_reader *r, const struct tf_ref *f, void *dst, si
     }
     n = ZSTD_decompressDCtx(r->dctx, dst, cap, r->buf, h.stored_bytes);
     if (ZSTD_isError(n) || n != h.raw_bytes) {
-        snprintf(err, errlen, "the %s frame at byte %llu does not decompress: %s",
-                 tf_type_name(h.type), (unsigned long long)f->offset,
+        snprintf(err, errlen, "damaged: it does not decompress (%s)",
                  ZSTD_isError(n) ? ZSTD_getErrorName(n) : "wrong size");
         return -EPROTO;
     }

@@ -27,13 +27,15 @@ struct tf_ref {
 struct tf_reader {
     int fd;
     char path[256];
-    uint64_t size;      /**< the file's bytes */
-    struct tf_ref *ref; /**< its frames, in file order, up to the first bad one */
-    size_t n;           /**< frames in ref */
-    int indexed;        /**< ref came from the INDEX (else from a scan) */
-    char cut[256];      /**< why the frames stop before the file's end, or "" */
-    void *dctx;         /**< zstd decompression context */
-    uint8_t *buf;       /**< a stored payload */
+    uint64_t size;                /**< the file's bytes */
+    struct tf_ref *ref;           /**< its frames, in file order, up to the first bad one */
+    size_t n;                     /**< frames in ref */
+    int indexed;                  /**< ref came from the INDEX (else from a scan) */
+    char cut[256];                /**< why the frames stop before the file's end, or "" */
+    struct sluice_tf_frame cut_h; /**< the header where they stop, as read (maybe garbage) */
+    uint64_t cut_at;              /**< ... and its offset */
+    void *dctx;                   /**< zstd decompression context */
+    uint8_t *buf;                 /**< a stored payload */
     size_t buf_cap;
 };
 
@@ -48,10 +50,11 @@ int tf_reader__open(struct tf_reader *r, const char *path, char *err, size_t err
 
 /**
  * Read frame @p i's payload into @p dst (room for @p cap bytes),
- * decompressed, after checking its header is the one listed and its crc.
+ * decompressed, after checking its crc.
  * @param[out] len the payload's bytes
- * @return 0, or -EPROTO (damaged: a one-line reason in @p err naming the
- *         frame's offset), -EMSGSIZE (larger than @p cap), -errno of pread.
+ * @return 0, or -EPROTO (damaged: why in @p err, which the caller prefixes
+ *         with the frame's name), -EMSGSIZE (larger than @p cap), -ENOMEM,
+ *         -errno of pread.
  */
 int tf_reader__payload(struct tf_reader *r, size_t i, void *dst, size_t cap, size_t *len, char *err,
                        size_t errlen);

@@ -353,7 +353,7 @@ int tf_writer__close(struct tf_writer *w, int result, int detached, const char *
     put_plain(w, &end, msg, strlen(msg));
     at = w->off;
     frames = w->n_index;
-    put_packed(w, &index, w->index, frames * sizeof(*w->index));
+    put_plain(w, &index, w->index, frames * sizeof(*w->index)); /* plain: any tool can seek */
     trailer.arg[0] = at;
     trailer.arg[1] = frames;
     put_plain(w, &trailer, NULL, 0);

@@ -68,8 +68,8 @@ enum sluice_tf_type {
      *  [1] 1 if it ended by a detach. Payload: its error message (sluice_session__error()),
      *  not NUL-terminated, maybe empty. */
     SLUICE_TF_END = 6,
-    /** Where every frame before it starts. Payload: one struct sluice_tf_index per frame, in
-     *  file order. */
+    /** Where every frame before it starts. Payload, never compressed: one struct
+     *  sluice_tf_index per frame, in file order. */
     SLUICE_TF_INDEX = 7,
     /** Last frame. arg: [0] the INDEX frame's file offset, [1] frames before INDEX. */
     SLUICE_TF_TRAILER = 8,

@@ -1,0 +1,251 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""record: `sluice report TRACE` gives what the live session gave, for the same run.
+
+Each run is traced live with a tool and recorded at once (`sluice run --tool T
+--record TRACE`); `sluice report TRACE --tool T` must then give:
+
+  dump    the same raw lines (--raw --maps, and --syscalls in the run), thread by
+          thread in the same order (threads interleave as they please)
+  stats   the same counts per thread and in total (--json)
+  cov     the same drcov module table and blocks (as sets: their order follows
+          the threads' interleaving)
+
+on the host's sha256sum (x86_64 PIE, ld.so, libc), Debian's arm64 busybox
+sha256sum, and the threads and forkexec guests. Then a recording is damaged
+as a disk or a copy would damage it, and report must say so in one line that
+names the file and the frame (the chunk and its thread, or the byte offset),
+exit non-zero, and still deliver every chunk before the damage, in order:
+
+  cut       the file cut inside a chunk (no index, no end): each thread's
+            lines are a prefix of the full dump, all chunks before the cut read
+  payload   one byte of a chunk's payload changed: that thread's lines stop
+            exactly where the chunk starts (its exec events are the index's
+            count before it), the other threads are whole
+  index     the trailer damaged: the frames are found by reading them from the
+            start, and the dump is whole (exit 0)
+  garbage   random bytes, an empty file: "not a sluice trace file"
+
+  record.py --sluice build/consumer/sluice --guests build/tests/e2e
+"""
+
+import argparse
+import collections
+import json
+import os
+import struct
+import tempfile
+
+import common
+
+FRAME = struct.Struct("<IHHIIQQ4Q")
+CHUNK, INDEX_T, TRAILER = 4, 7, 8
+
+
+def per_thread(path):
+    """{tid: [line]} of a raw dump, each thread's lines in order."""
+    d = collections.defaultdict(list)
+    with open(path, errors="replace") as f:
+        for line in f:
+            d[line.split(" ", 1)[0]].append(line)
+    return d
+
+
+def sluice(args, cmd, want_rc=0, what=""):
+    rc, out, err = common.run([args.sluice] + cmd, timeout=900)
+    if want_rc is not None and rc != want_rc:
+        common.fail("%s: sluice %s exited %d, not %d: %r" % (what, " ".join(cmd[:2]), rc, want_rc,
+                                                             err[-600:]))
+    return rc, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def live_and_report(args, tmp, name, tool, prog, pargs, extra=(), rextra=()):
+    """(live output path, report output path, trace path) of one recorded run."""
+    trace = common.fresh(os.path.join(tmp, "%s-%s.sltr" % (name, tool)))
+    live = common.fresh(os.path.join(tmp, "%s-%s.live" % (name, tool)))
+    rep = common.fresh(os.path.join(tmp, "%s-%s.rep" % (name, tool)))
+    sluice(args, ["run", "--tool", tool] + list(extra) + ["--record", trace, "-o", live, "--",
+                                                          prog] + list(pargs), what=name)
+    sluice(args, ["report", trace, "--tool", tool] + list(rextra) + ["-o", rep], what=name)
+    return live, rep, trace
+
+
+def check_dump(args, tmp, name, prog, pargs, problems):
+    opts = ["--raw", "--maps"]
+    live, rep, trace = live_and_report(args, tmp, name, "dump", prog, pargs,
+                                       extra=opts + ["--syscalls"], rextra=opts)
+    a, b = per_thread(live), per_thread(rep)
+    if a != b:
+        problems.append("%s dump: report differs from live: threads %s vs %s, lines %s vs %s"
+                        % (name, sorted(a), sorted(b), [len(v) for v in a.values()],
+                           [len(v) for v in b.values()]))
+    print("%s dump: %d threads, %d lines, trace %d bytes" % (
+        name, len(a), sum(len(v) for v in a.values()), os.path.getsize(trace)))
+    return trace, a
+
+
+def check_stats(args, tmp, name, prog, pargs, problems):
+    live, rep, _ = live_and_report(args, tmp, name, "stats", prog, pargs, extra=["--json"],
+                                   rextra=["--json"])
+
+    def counts(path):
+        with open(path) as f:
+            j = json.loads(f.readline())
+        return j["total"], sorted((t["pid"], t["tid"], t["insns"], t["loads"], t["stores"],
+                                   t["lost"]) for t in j["threads"])
+    if counts(live) != counts(rep):
+        problems.append("%s stats: live %r, report %r" % (name, counts(live), counts(rep)))
+    print("%s stats: %r" % (name, counts(live)[0]))
+
+
+def check_cov(args, tmp, name, prog, pargs, problems):
+    live, rep, _ = live_and_report(args, tmp, name, "cov", prog, pargs)
+
+    def blocks(path):
+        with open(path, "rb") as f:
+            data = f.read()
+        head, _, table = data.partition(b"BB Table: ")
+        n = int(table.split(b" ", 1)[0])
+        body = table[table.index(b"\n") + 1:]
+        return head, sorted(struct.unpack_from("<IHH", body, 8 * k) for k in range(n))
+    if blocks(live) != blocks(rep):
+        problems.append("%s cov: the report's drcov file differs from the live one" % name)
+
+
+def frames(path):
+    """[(offset, type, stream, args)] of a trace file, read from its start (trace_file.h)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    out, at = [], 0
+    while at + FRAME.size <= len(data):
+        magic, typ, _, stream, _, stored, _, a0, a1, a2, a3 = FRAME.unpack_from(data, at)
+        if magic != 0x52464c53:
+            common.fail("%s: no frame at byte %d" % (path, at))
+        out.append((at, typ, stream, (a0, a1, a2, a3), stored))
+        at += FRAME.size + stored
+    return out
+
+
+def index_insns(path):
+    """{frame offset: exec events of its ring before it} from the file's INDEX (stored as is,
+    trace_file.h), found through its trailer."""
+    with open(path, "rb") as f:
+        data = f.read()
+    t = FRAME.unpack_from(data, len(data) - FRAME.size)
+    if t[1] != TRAILER:
+        common.fail("%s: no trailer" % path)
+    h = FRAME.unpack_from(data, t[7])
+    if h[1] != INDEX_T or h[2] != 0:
+        common.fail("%s: the trailer names no plain INDEX frame" % path)
+    body = data[t[7] + FRAME.size:t[7] + FRAME.size + h[5]]
+    return {off: insns for off, _, _, _, _, insns in struct.iter_unpack("<QHHIQQ", body)}
+
+
+def damaged(args, tmp, name, trace, whole, how, edit, problems):
+    """Report a copy of trace changed by edit(bytearray); returns (rc, err, {tid: lines})."""
+    copy = os.path.join(tmp, "%s-%s.sltr" % (name, how))
+    with open(trace, "rb") as f:
+        data = bytearray(f.read())
+    edit(data)
+    with open(copy, "wb") as f:
+        f.write(data)
+    out = common.fresh(os.path.join(tmp, "%s-%s.rep" % (name, how)))
+    rc, _, err = sluice(args, ["report", copy, "--tool", "dump", "--raw", "--maps", "-o", out],
+                        want_rc=None)
+    got = per_thread(out) if os.path.exists(out) else {}
+    for tid, lines in got.items():
+        if lines != whole.get(tid, [])[:len(lines)]:
+            problems.append("%s %s: thread %s's lines are not a prefix of the whole dump"
+                            % (name, how, tid))
+    lines = [l for l in err.splitlines() if l.startswith("sluice: report:")]
+    print("%s %s: exit %d, %s" % (name, how, rc, lines[0] if lines else err.strip()[-200:]))
+    return rc, (lines[0] if lines else ""), got
+
+
+def check_damage(args, tmp, name, trace, whole, problems):
+    fr = frames(trace)
+    chunks = [f for f in fr if f[1] == CHUNK]
+    if len(chunks) < 4:
+        common.fail("%s: only %d chunks: too few to damage" % (name, len(chunks)))
+    # cut: inside the payload of the chunk in the middle.
+    mid = chunks[len(chunks) // 2]
+    rc, err, got = damaged(args, tmp, name, trace, whole, "cut",
+                           lambda d: d.__delitem__(slice(mid[0] + FRAME.size + mid[4] // 2, None)),
+                           problems)
+    if rc == 0 or "cut short" not in err or "byte %d" % mid[0] not in err:
+        problems.append("%s cut: exit %d, %r: want a non-zero exit naming the frame at byte %d"
+                        % (name, rc, err, mid[0]))
+    before = collections.Counter(f[2] for f in chunks if f[0] < mid[0])
+    if sum(len(v) for v in got.values()) == 0 or len(got) < len(before):
+        problems.append("%s cut: the %d chunks before the cut were not delivered"
+                        % (name, sum(before.values())))
+    # payload: a byte in the middle of one chunk's compressed payload.
+    victim = chunks[len(chunks) // 3]
+
+    def flip(d):
+        d[victim[0] + FRAME.size + victim[4] // 2] ^= 0x40
+    rc, err, got = damaged(args, tmp, name, trace, whole, "payload", flip, problems)
+    want = "chunk %d of tid" % victim[3][0]
+    if rc == 0 or want not in err or "damaged" not in err:
+        problems.append("%s payload: exit %d, %r: want a non-zero exit naming %r, damaged"
+                        % (name, rc, err, want))
+    tids = [t for t in whole if t not in got or len(got[t]) != len(whole[t])]
+    if len(tids) != 1:
+        problems.append("%s payload: threads cut short %r: want exactly the damaged one" %
+                        (name, tids))
+    # The damaged thread has every chunk before the victim, and nothing after: as many
+    # EXEC lines as the index counts exec events of its ring before that chunk.
+    want_insns = index_insns(trace)[victim[0]]
+    got_insns = sum(1 for l in got.get(tids[0] if tids else "", []) if " EXEC " in l)
+    if got_insns != want_insns:
+        problems.append("%s payload: %d exec events of the damaged thread delivered, %d come "
+                        "before its chunk %d" % (name, got_insns, want_insns, victim[3][0]))
+    # index: the trailer's pointer damaged; the scan finds everything.
+    rc, err, got = damaged(args, tmp, name, trace, whole, "index",
+                           lambda d: d.__setitem__(slice(len(d) - 24, len(d) - 16),
+                                                   b"\xff" * 8), problems)
+    if rc != 0 or got != whole:
+        problems.append("%s index: exit %d (%r), %s: want the whole dump from a scan" % (
+            name, rc, err, "same" if got == whole else "different"))
+    for how, edit in (("garbage", lambda d: d.__setitem__(slice(0, None), os.urandom(100000))),
+                      ("empty", lambda d: d.clear())):
+        rc, err, _ = damaged(args, tmp, name, trace, whole, how, edit, problems)
+        if rc == 0 or "not a sluice trace file" not in err:
+            problems.append("%s %s: exit %d, %r: want 'not a sluice trace file'"
+                            % (name, how, rc, err))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sluice", required=True)
+    ap.add_argument("--guests", required=True)
+    args = ap.parse_args()
+    common.qemu_dir()
+    problems = []
+    cache = os.path.join(os.environ.get("SLUICE_CACHE", os.path.expanduser("~/.cache/sluice")),
+                         "busybox")
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "input")
+        with open(data, "wb") as f:
+            f.write(bytes(range(256)) * 256)
+        bb = common.need_file(os.path.join(cache, "arm64", "bin", "busybox"),
+                              "busybox for arm64 (run tests/e2e/fetch-busybox.sh)")
+        progs = [("sha256sum-x86_64", "/usr/bin/sha256sum", [data]),
+                 ("busybox-arm64", bb, ["sha256sum", data]),
+                 ("threads-x86_64", os.path.join(args.guests, "threads-x86_64"), []),
+                 ("forkexec-aarch64", os.path.join(args.guests, "forkexec-aarch64"), [])]
+        for name, prog, pargs in progs:
+            trace, whole = check_dump(args, tmp, name, prog, pargs, problems)
+            check_stats(args, tmp, name, prog, pargs, problems)
+            check_cov(args, tmp, name, prog, pargs, problems)
+            if name.startswith(("sha256sum", "threads")):
+                check_damage(args, tmp, name, trace, whole, problems)
+    for p in problems[:20]:
+        print("FAIL " + p)
+    if problems:
+        common.fail("%d differences" % len(problems))
+    print("ok: reports of recorded traces equal the live sessions; damage is named")
+
+
+if __name__ == "__main__":
+    main()
