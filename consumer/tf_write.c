@@ -25,7 +25,7 @@
 
 /* zstd's fastest level: a trace is mostly repeated block ids and
  * addresses, and the recorder must keep up with the stream. */
-#define PACK_LEVEL 1
+#define PACK_LEVEL (-1)
 
 /* One process's table as written so far. */
 struct tf_table {
