@@ -1117,6 +1117,7 @@ struct file_table {
     uint64_t n_words, n_log; /* bytes */
     uint64_t dropped;
     uint64_t bytes; /* its image's */
+    int bad;        /* a piece was bad: it ends before it */
     int fd;         /* the memfd holding its image, or -1 */
 };
 
@@ -1166,7 +1167,7 @@ static int file_piece(struct file_read *f, size_t i)
     char why[320];
     int rc;
 
-    if (h->stream >= f->n_tables || h->arg[0] > 1) {
+    if (h->arg[0] > 1) {
         return file_error(f, i, -EPROTO, "names no table of the file");
     }
     t = &f->tables[h->stream];
@@ -1225,18 +1226,16 @@ static int file_tables(struct file_read *f)
 {
     size_t i, n = 0;
 
+    /* Numbers past the frame count are a damaged header's: its frame is named when read. */
     for (i = 0; i < f->rd.n; i++) {
         const struct sluice_tf_frame *h = &f->rd.ref[i].h;
+        uint64_t t = h->type == SLUICE_TF_TABLE  ? h->stream
+                     : h->type == SLUICE_TF_RING ? h->arg[2]
+                                                 : UINT64_MAX;
 
-        if ((h->type == SLUICE_TF_TABLE ||
-             (h->type == SLUICE_TF_RING && h->arg[2] != SLUICE_TF_NO_TABLE)) &&
-            (h->type == SLUICE_TF_TABLE ? h->stream : h->arg[2]) + 1 > n) {
-            n = (size_t)(h->type == SLUICE_TF_TABLE ? h->stream : h->arg[2]) + 1;
+        if (t < f->rd.n && t + 1 > n) {
+            n = (size_t)t + 1;
         }
-    }
-    if (n > f->rd.n) {
-        return set_error(f->s, -EPROTO, "%s: table numbers past its %zu frames", f->rd.path,
-                         f->rd.n);
     }
     f->n_tables = n;
     f->tables = calloc(n + 1, sizeof(*f->tables));
@@ -1246,9 +1245,14 @@ static int file_tables(struct file_read *f)
     for (i = 0; i < n; i++) {
         f->tables[i].fd = -1;
     }
+    /* A bad piece ends its table there (the error names it): the chunks that need no
+     * more of it still decode, the ones that do are named as they fail. */
     for (i = 0; i < f->rd.n; i++) {
-        if (f->rd.ref[i].h.type == SLUICE_TF_TABLE && file_piece(f, i) < 0) {
-            return f->s->err_code;
+        const struct sluice_tf_frame *h = &f->rd.ref[i].h;
+
+        if (h->type == SLUICE_TF_TABLE && h->stream < n && !f->tables[h->stream].bad &&
+            file_piece(f, i) < 0) {
+            f->tables[h->stream].bad = 1;
         }
     }
     for (i = 0; i < n; i++) {
@@ -1288,6 +1292,10 @@ static int file_ring(struct file_read *f, size_t i)
     if (!rings || !r) {
         free(r);
         return file_error(f, i, -ENOMEM, "out of memory");
+    }
+    if (h->arg[2] != SLUICE_TF_NO_TABLE && h->arg[2] >= f->n_tables) {
+        free(r);
+        return file_error(f, i, -EPROTO, "names no table of the file");
     }
     if (h->arg[2] != SLUICE_TF_NO_TABLE) {
         const struct file_table *t = &f->tables[h->arg[2]];
