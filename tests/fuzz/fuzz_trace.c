@@ -14,7 +14,8 @@
  * (sluice_session__open_file()) with every worker callback set, each
  * reading what it is given and asking sluice_map__at() about its pcs.
  * The seeds (--seed_dir=DIR, written at initialization): a thread of EXEC
- * and MEM records, a lossy one, two threads, one cut short.
+ * and MEM records, a lossy one, two threads, one cut short, and a process
+ * with a block table and a module log whose chunk has every record type.
  *
  * Threads: libFuzzer's, and the session's workers and ordering thread.
  * Must never: keep a descriptor or memory from one input to the next.
@@ -244,6 +245,65 @@ static void seed_chunk(struct seed *sd, uint32_t ring, uint64_t seq, int lossy)
     seed_frame(sd, SLUICE_TF_CHUNK, ring, seq, seq * 4096, 0, 0, w, n * sizeof(w[0]));
 }
 
+/*
+ * A process with a block table and a module log: one descriptor (three
+ * instructions, two slots), one mapping of the program; a chunk that uses
+ * both (the snapshot, BLOCK_SLOTS with its slot records, BLOCK, MAP,
+ * SYSCALL, SYSRET, TEXT).
+ */
+static void seed_table(struct seed *sd)
+{
+    char names[32] = "aarch64\0\0\0\0\0\0\0\0\0guest";
+    struct {
+        struct sluice_map_entry e;
+        char path[16];
+    } log = {{.bytes = sizeof(log),
+              .kind = SLUICE_MAP_MMAP,
+              .path_len = 10,
+              .prot = 5,
+              .start = 0x400000,
+              .len = 0x10000,
+              .base = 0x400000},
+             "/bin/guest"};
+    uint64_t desc[] = {
+        3 | 3u << 16 | 2ull << 32, /* n, recorded, slots */
+        0x401000,
+        0x401004,
+        0x401008,                                                    /* pcs */
+        0x848484,                                                    /* lengths, recorded */
+        sluice_slot(0, 3, 0) | (uint64_t)sluice_slot(2, 2, 1) << 16, /* slots */
+        sizeof(log), /* the log's position when it was lifted */
+    };
+    uint64_t w[] = {
+        sluice_block_slots_hdr(0, 3),
+        0x7ffc0000,
+        1,
+        0x7ffc0010,
+        2,
+        sluice_block_hdr(0, 0, 3, 0),
+        (uint64_t)SLUICE_TAG_MAP << SLUICE_TAG_SHIFT,
+        (uint64_t)SLUICE_TAG_SYSCALL << SLUICE_TAG_SHIFT | 64,
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+        (uint64_t)SLUICE_TAG_SYSRET << SLUICE_TAG_SHIFT | 64,
+        (uint64_t)-2,
+        sluice_text_hdr(5),
+        0x6f6c6c6568,
+    };
+
+    seed_frame(sd, SLUICE_TF_RING, 0, 1000 | 1000ull << 32, 0, 0, sizeof(log), names,
+               sizeof(names));
+    seed_frame(sd, SLUICE_TF_TABLE, 0, 0, 0, 0, 0, desc, sizeof(desc));
+    seed_frame(sd, SLUICE_TF_TABLE, 0, 1, 0, 0, 0, &log, sizeof(log));
+    seed_frame(sd, SLUICE_TF_CHUNK, 0, 0, 0, sizeof(log), 1, w, sizeof(w));
+    seed_frame(sd, SLUICE_TF_RING_END, 0, 1, 0, 0, 0, "", 0);
+    seed_frame(sd, SLUICE_TF_END, 0, 0, 0, 0, 0, "", 0);
+}
+
 static void write_seed(const char *dir, const char *name, const struct seed *sd)
 {
     char path[4096];
@@ -296,5 +356,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         }
         write_seed(dir, names[kind], &sd);
     }
+    memset(&sd, 0, sizeof(sd));
+    seed_frame(&sd, SLUICE_TF_FILE, 0, SLUICE_TF_VERSION, SLUICE_FORMAT_VERSION, 0, 0, "", 0);
+    seed_table(&sd);
+    write_seed(dir, "table", &sd);
     return 0;
 }
