@@ -206,8 +206,8 @@ static void hide_sluice_env(void)
     }
 }
 
-/* SIGPIPE as sluice was started with it (launch_ignore_sigpipe()): the guest's. */
-static struct sigaction first_pipe = {.sa_handler = SIG_DFL};
+/* SIGPIPE and SIGXFSZ as sluice was started with them (launch_ignore_sigpipe()): the guest's. */
+static struct sigaction first_pipe = {.sa_handler = SIG_DFL}, first_xfsz = {.sa_handler = SIG_DFL};
 
 void launch_ignore_sigpipe(void)
 {
@@ -216,6 +216,7 @@ void launch_ignore_sigpipe(void)
     memset(&ign, 0, sizeof(ign));
     ign.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &ign, &first_pipe);
+    sigaction(SIGXFSZ, &ign, &first_xfsz);
 }
 
 /*
@@ -247,6 +248,7 @@ static void child(const char *qemu, const char *jitter, const char *prog, char *
     sigaction(SIGINT, old_int, NULL);
     sigaction(SIGQUIT, old_quit, NULL);
     sigaction(SIGPIPE, &first_pipe, NULL);
+    sigaction(SIGXFSZ, &first_xfsz, NULL);
     /* The one descriptor QEMU must inherit; all of ours are close-on-exec. */
     fcntl(consumer_fd, F_SETFD, flags & ~FD_CLOEXEC);
     grow_fd_table(consumer_fd);

@@ -44,10 +44,12 @@ int launch_qemu_path(const char *arch, const char *default_dir, char *path, size
 int launch_jitter_path(const char *default_path, char *path, size_t n, char *err, size_t errn);
 
 /**
- * Main thread, first thing: ignore SIGPIPE from now on (a write to a pipe
- * or socket whose reader left fails with EPIPE, which the tools report,
- * instead of killing sluice in silence), keeping the disposition sluice
- * was started with for the guest's QEMU (launch_spawn() restores it there).
+ * Main thread, first thing: ignore SIGPIPE and SIGXFSZ from now on (a
+ * write to a pipe or socket whose reader left fails with EPIPE, a write
+ * past `ulimit -f` with EFBIG, which the tools and the trace file writer
+ * report, instead of killing sluice in silence), keeping the dispositions
+ * sluice was started with for the guest's QEMU (launch_spawn() restores
+ * them there).
  */
 void launch_ignore_sigpipe(void);
 

@@ -485,7 +485,7 @@ int maps__snapshot(struct maps *m, uint64_t pos, void (*fn)(void *arg, const str
     for (uint64_t i = 0; i < n && rc == 0; i++) {
         rc = apply(&ps, entry(m, i));
     }
-    if (rc == 0) {
+    if (rc == 0 && ps.n > 0) { /* (qsort of no array: undefined, says C) */
         qsort(ps.p, ps.n, sizeof(*ps.p), by_start);
         for (size_t i = 0; i < ps.n; i++) {
             struct sluice_map ev;

@@ -80,7 +80,7 @@ struct ring_state {
     uint32_t file_no;     /* its number in the file */
     uint64_t file_chunks; /* chunks written, or read */
     uint64_t file_insns;  /* exec events of the chunks written */
-    int file_done;        /* read: its RING_END came, or its chunks stopped */
+    int file_done;        /* read: 0, FILE_ENDED (its RING_END came) or FILE_STOPPED */
     struct ring_state *next;
 };
 
@@ -1111,6 +1111,17 @@ int sluice_session__run(struct sluice_session *s)
 
 /* --- trace file source (sluice_session__open_file) --------------------- */
 
+enum { FILE_ENDED = 1, FILE_STOPPED = 2 };
+
+/*
+ * The most a file's tables may rebuild: a few times what the jitter makes
+ * (an 80 MiB table, its last 16 MiB the module log), so that a small file
+ * of well-compressed zeros cannot make report take the machine's memory.
+ */
+#define FILE_WORDS_MAX (256ull << 20)
+#define FILE_LOG_MAX (64ull << 20)
+#define FILE_TABLES_MAX (1ull << 30)
+
 /* One table of the file, rebuilt: its descriptors and module log as recorded. */
 struct file_table {
     uint8_t *words, *log;
@@ -1127,6 +1138,7 @@ struct file_read {
     struct tf_reader rd;
     struct file_table *tables;
     size_t n_tables;
+    uint64_t table_bytes;      /* all tables' bytes so far (FILE_TABLES_MAX) */
     struct ring_state **rings; /* by number */
     size_t n_rings;
     int ended; /* END came */
@@ -1141,6 +1153,9 @@ static const char *frame_name(const struct file_read *f, size_t i, char *buf, si
         snprintf(buf, n, "chunk %llu of tid %u (frame at byte %llu)",
                  (unsigned long long)x->h.arg[0], f->rings[x->h.stream]->info.tid,
                  (unsigned long long)x->offset);
+    } else if (x->h.type == SLUICE_TF_RING) {
+        snprintf(buf, n, "the start of tid %u's ring %u (frame at byte %llu)",
+                 (uint32_t)(x->h.arg[0] >> 32), x->h.stream, (unsigned long long)x->offset);
     } else {
         snprintf(buf, n, "%s frame at byte %llu", tf_type_name(x->h.type),
                  (unsigned long long)x->offset);
@@ -1173,8 +1188,14 @@ static int file_piece(struct file_read *f, size_t i)
     t = &f->tables[h->stream];
     part = h->arg[0] ? &t->log : &t->words;
     have = h->arg[0] ? &t->n_log : &t->n_words;
-    if (h->arg[1] != *have || *have + h->raw_bytes > BLOCK_TABLE_MAX_BYTES / 2) {
-        return file_error(f, i, -EPROTO, "a table piece out of order, or past 2 GiB");
+    if (h->arg[1] != *have) {
+        return file_error(f, i, -EPROTO, "a table piece out of order");
+    }
+    if (*have + h->raw_bytes > (h->arg[0] ? FILE_LOG_MAX : FILE_WORDS_MAX) ||
+        f->table_bytes + h->raw_bytes > FILE_TABLES_MAX) {
+        return file_error(f, i, -EPROTO,
+                          "a table past what a producer makes (256 MiB of descriptors, 64 MiB "
+                          "of module log, 1 GiB in all)");
     }
     p = realloc(*part, *have + h->raw_bytes + 1);
     if (!p) {
@@ -1186,6 +1207,7 @@ static int file_piece(struct file_read *f, size_t i)
         return file_error(f, i, rc, why);
     }
     *have += len;
+    f->table_bytes += len;
     if (h->arg[0]) {
         t->dropped = h->arg[2];
     }
@@ -1251,8 +1273,11 @@ static int file_tables(struct file_read *f)
         const struct sluice_tf_frame *h = &f->rd.ref[i].h;
 
         if (h->type == SLUICE_TF_TABLE && h->stream < n && !f->tables[h->stream].bad &&
-            file_piece(f, i) < 0) {
+            (f->rd.ref[i].bad || file_piece(f, i) < 0)) {
             f->tables[h->stream].bad = 1;
+            if (f->rd.ref[i].bad) {
+                file_error(f, i, -EPROTO, "its header is damaged");
+            }
         }
     }
     for (i = 0; i < n; i++) {
@@ -1272,25 +1297,20 @@ static int file_tables(struct file_read *f)
 static int file_ring(struct file_read *f, size_t i)
 {
     const struct sluice_tf_frame *h = &f->rd.ref[i].h;
-    struct ring_state *r, **rings;
+    struct ring_state *r;
     char names[33] = {0}, why[320];
     size_t len;
     int rc;
 
-    if (h->stream != f->n_rings) {
-        return file_error(f, i, -EPROTO, "rings are not numbered in order");
+    if (h->stream >= f->n_rings || f->rings[h->stream]) {
+        return file_error(f, i, -EPROTO, "a ring number past the file's frames, or used twice");
     }
     rc = tf_reader__payload(&f->rd, i, names, 32, &len, why, sizeof(why));
     if (rc < 0) {
         return file_error(f, i, rc, why);
     }
-    rings = realloc(f->rings, (f->n_rings + 1) * sizeof(*rings));
     r = calloc(1, sizeof(*r));
-    if (rings) {
-        f->rings = rings;
-    }
-    if (!rings || !r) {
-        free(r);
+    if (!r) {
         return file_error(f, i, -ENOMEM, "out of memory");
     }
     if (h->arg[2] != SLUICE_TF_NO_TABLE && h->arg[2] >= f->n_tables) {
@@ -1319,7 +1339,7 @@ static int file_ring(struct file_read *f, size_t i)
                                           (h->arg[1] >> 32) != 0,
                                           r->arch,
                                           r->comm};
-    f->rings[f->n_rings++] = r;
+    f->rings[h->stream] = r;
     *f->s->rings_tail = r;
     f->s->rings_tail = &r->next;
     f->s->n_rings++;
@@ -1331,17 +1351,21 @@ static struct ring_state *file_ring_of(struct file_read *f, size_t i)
 {
     uint32_t n = f->rd.ref[i].h.stream;
 
-    if (n >= f->n_rings) {
-        file_error(f, i, -EPROTO, "names a ring that did not start");
+    if (n >= f->n_rings || !f->rings[n]) {
+        file_error(f, i, -EPROTO, "names a thread whose start is not in the file");
         return NULL;
+    }
+    if (f->rings[n]->file_done == FILE_ENDED) {
+        file_error(f, i, -EPROTO, "comes after its thread's end");
     }
     return f->rings[n]->file_done ? NULL : f->rings[n];
 }
 
-/* The ring's end, in its turn after its last chunk. */
-static void file_ring_end(struct ring_state *r)
+/* The ring's end, in its turn after its last chunk: its RING_END came (FILE_ENDED), or
+ * its chunks stopped (FILE_STOPPED, the reason already said). */
+static void file_ring_end(struct ring_state *r, int how)
 {
-    r->file_done = 1;
+    r->file_done = how;
     r->end.ring = &r->ord;
     r->end.seq = r->seq;
     r->end.last = 1;
@@ -1363,7 +1387,7 @@ static void file_chunk(struct file_read *f, size_t i)
     }
     if (h->arg[0] != r->seq) {
         file_error(f, i, -EPROTO, "out of order: the chunks before it are missing");
-        file_ring_end(r);
+        file_ring_end(r, FILE_STOPPED);
         return;
     }
     c = chunk_pool__get(&f->s->pool); /* backpressure, as for a ring */
@@ -1372,7 +1396,7 @@ static void file_chunk(struct file_read *f, size_t i)
         if (c) {
             chunk_pool__put(&f->s->pool, c);
         }
-        file_ring_end(r);
+        file_ring_end(r, FILE_STOPPED);
         return;
     }
     rc = tf_reader__payload(&f->rd, i, c->copy, SLUICE_CHUNK_BYTES + 8, &len, why, sizeof(why));
@@ -1382,7 +1406,7 @@ static void file_chunk(struct file_read *f, size_t i)
                    : rc < 0        ? why
                                    : "not whole records");
         chunk_pool__put(&f->s->pool, c);
-        file_ring_end(r); /* what follows a missing chunk is not this thread's trace */
+        file_ring_end(r, FILE_STOPPED); /* what follows a missing chunk is not its trace */
         return;
     }
     c->words = c->copy;
@@ -1407,22 +1431,36 @@ static void file_frames(struct file_read *f)
         const struct sluice_tf_frame *h = &f->rd.ref[i].h;
         struct ring_state *r;
 
-        if (h->type == SLUICE_TF_RING && file_ring(f, i) < 0) {
-            break; /* the rings after it cannot be numbered */
+        if (f->rd.ref[i].bad) {
+            /* Listed by the index, its header damaged: its thread stops there. */
+            file_error(f, i, -EPROTO, "its header is damaged");
+            if (h->type == SLUICE_TF_CHUNK && (r = file_ring_of(f, i))) {
+                file_ring_end(r, FILE_STOPPED);
+            }
+        } else if (h->type == SLUICE_TF_RING) {
+            file_ring(f, i);
         } else if (h->type == SLUICE_TF_CHUNK) {
             file_chunk(f, i);
         } else if (h->type == SLUICE_TF_RING_END && (r = file_ring_of(f, i))) {
             r->hdr_lost = h->arg[1];
             r->salvaged = h->arg[2] ? (int64_t)(h->arg[2] - 1) : -1;
-            file_ring_end(r);
+            file_ring_end(r, FILE_ENDED);
         } else if (h->type == SLUICE_TF_END) {
             char msg[sizeof(f->s->err)] = {0}, why[320];
             size_t len;
 
             f->ended = 1;
-            if ((int64_t)h->arg[0] < 0 &&
-                tf_reader__payload(&f->rd, i, msg, sizeof(msg) - 1, &len, why, sizeof(why)) == 0) {
-                set_error(f->s, (int)(int64_t)h->arg[0], "as recorded: %s", msg);
+            if ((int64_t)h->arg[0] < 0) {
+                if (tf_reader__payload(&f->rd, i, msg, sizeof(msg) - 1, &len, why, sizeof(why)) <
+                    0) {
+                    snprintf(msg, sizeof(msg), "(its message: %s)", why);
+                }
+                for (char *p = msg; *p; p++) {
+                    *p = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p; /* one line */
+                }
+                set_error(f->s,
+                          h->arg[0] >= (uint64_t)INT32_MIN ? (int)(int64_t)h->arg[0] : -EPROTO,
+                          "as recorded: %s", msg);
             }
         }
     }
@@ -1434,7 +1472,8 @@ static void file_finish(struct file_read *f)
     size_t i;
 
     if (f->rd.cut[0] && f->rd.cut_h.magic == SLUICE_TF_FRAME_MAGIC &&
-        f->rd.cut_h.type == SLUICE_TF_CHUNK && f->rd.cut_h.stream < f->n_rings) {
+        f->rd.cut_h.type == SLUICE_TF_CHUNK && f->rd.cut_h.stream < f->n_rings &&
+        f->rings[f->rd.cut_h.stream]) {
         set_error(f->s, -EPROTO,
                   "%s: chunk %llu of tid %u: %s; the trace stops there (what came before was "
                   "read)",
@@ -1449,8 +1488,8 @@ static void file_finish(struct file_read *f)
                   f->rd.path);
     }
     for (i = 0; i < f->n_rings; i++) {
-        if (!f->rings[i]->file_done) {
-            file_ring_end(f->rings[i]);
+        if (f->rings[i] && !f->rings[i]->file_done) {
+            file_ring_end(f->rings[i], FILE_STOPPED);
         }
     }
 }
@@ -1477,6 +1516,12 @@ static int run_file(struct sluice_session *s)
 
     if (err) {
         return set_error(s, err, "%s", why);
+    }
+    f.n_rings = f.rd.n; /* ring numbers above the frame count are a damaged file's */
+    f.rings = calloc(f.n_rings + 1, sizeof(*f.rings));
+    if (!f.rings) {
+        file_free(&f);
+        return set_error(s, -ENOMEM, "out of memory for %zu rings", f.n_rings);
     }
     if (file_tables(&f) < 0 || start_stages(s) < 0) {
         file_free(&f);

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -65,10 +66,10 @@ struct run_args {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: sluice run [--filter F] [--set NAME=VALUE]... [--tool T] [DUMP OPTIONS]\n"
-               "                  [--json] [-o FILE] [--workers N] [--wait-attach N]\n"
-               "                  [--syscalls] -- PROGRAM [ARGS...]\n"
+               "                  [--json] [-o FILE] [--record TRACE] [--workers N]\n"
+               "                  [--wait-attach N] [--syscalls] -- PROGRAM [ARGS...]\n"
                "       sluice attach PID [--tool T] [DUMP OPTIONS] [--json] [-o FILE]\n"
-               "                  [--workers N] [--lossy]\n"
+               "                  [--record TRACE] [--workers N] [--lossy]\n"
                "       sluice report TRACE [--tool T] [DUMP OPTIONS] [--json] [-o FILE]\n"
                "                  [--workers N]\n"
                "       sluice ls [--json]\n"
@@ -221,6 +222,10 @@ static int parse_args(int argc, char **argv, struct run_args *a, enum mode mode)
             break;
         } else if (attach && argv[i][0] != '-' && !pid) {
             pid = argv[i]; /* report: the trace file */
+        } else if (attach && argv[i][0] != '-') {
+            return usage_error(report ? "report reads one trace file: what is '%s'?"
+                                      : "attach takes one pid: what is '%s'?",
+                               argv[i]);
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 0;
@@ -231,6 +236,9 @@ static int parse_args(int argc, char **argv, struct run_args *a, enum mode mode)
         } else if (mode == MODE_ATTACH && strcmp(argv[i], "--lossy") == 0) {
             a->lossy = 1;
         } else if (!report && (v = opt_value(argc, argv, &i, "--record"))) {
+            if (v[0] == '-' || !v[0]) {
+                return usage_error("--record wants a file name, not '%s'", v);
+            }
             a->record = v;
         } else if (strcmp(argv[i], "--syscalls") == 0) {
             if (report) {
@@ -397,9 +405,14 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
     }
     a->tool->setup(env, &cb);
     *sp = sluice_session__new(sv[0], &cb, &opts); /* sends HELLO now */
-    if (!*sp) {
+    if (!*sp && a->record) {
+        fprintf(stderr, "sluice: starting the consumer, recording to %s: %s%s\n", a->record,
+                strerror(errno), nofile_hint(errno));
+    } else if (!*sp) {
         fprintf(stderr, "sluice: starting the consumer: %s%s\n", strerror(errno),
                 nofile_hint(errno));
+    }
+    if (!*sp) {
         close(sv[1]);
         return -1;
     }
@@ -483,6 +496,7 @@ static void report_not_started(int status, const struct sluice_session *s)
  */
 static int open_outputs(const struct run_args *a, struct tool_env *env)
 {
+    struct stat rec, out;
     int fd;
 
     env->json = a->json;
@@ -492,14 +506,25 @@ static int open_outputs(const struct run_args *a, struct tool_env *env)
     env->name = a->out ? a->out : "stderr";
     if (a->record) {
         fd = open(a->record, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
-        if (fd < 0) {
-            fprintf(stderr, "sluice: %s: %s\n", a->record, strerror(errno));
+        if (fd < 0 || fstat(fd, &rec) < 0 || !S_ISREG(rec.st_mode)) {
+            fprintf(stderr, "sluice: %s: %s\n", a->record,
+                    fd < 0 ? strerror(errno) : "--record wants a regular file");
+            if (fd >= 0) {
+                close(fd);
+            }
             return 2;
         }
         close(fd);
     }
     if (a->out && !(env->out = fopen(a->out, "we"))) {
         fprintf(stderr, "sluice: %s: %s\n", a->out, strerror(errno));
+        env->out = stderr;
+        return 2;
+    }
+    if (a->out && a->record && fstat(fileno(env->out), &out) == 0 && out.st_dev == rec.st_dev &&
+        out.st_ino == rec.st_ino) {
+        fprintf(stderr, "sluice: %s: -o and --record name the same file\n", a->out);
+        fclose(env->out);
         env->out = stderr;
         return 2;
     }
@@ -701,6 +726,7 @@ static int cmd_report(int argc, char **argv)
     struct sluice_callbacks cb = {.sz = sizeof(cb)};
     struct sluice_consumer_opts opts = {.sz = sizeof(opts)};
     struct sigaction sa = {.sa_handler = on_detach_signal};
+    struct sluice_counts unused;
     struct progress prog = {0};
     struct run_args a;
     int rc = parse_args(argc, argv, &a, MODE_REPORT), failed;
@@ -728,6 +754,15 @@ static int cmd_report(int argc, char **argv)
     t0 = now();
     failed = sluice_session__run(attached) != 0;
     progress_stop(&prog);
+    if (failed && sluice_session__counts(attached, &unused, NULL, NULL, 0) == 0) {
+        /* Not a trace file, or nothing in it: nothing to report. */
+        fprintf(stderr, "sluice: report: %s\n", sluice_session__error(attached));
+        if (env.out != stderr) {
+            fclose(env.out);
+        }
+        sluice_session__free(detach_none());
+        return 2;
+    }
     if (failed) {
         fprintf(stderr, "sluice: report: %s\n", sluice_session__error(attached));
     }

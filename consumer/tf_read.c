@@ -88,6 +88,7 @@ static int add_ref(struct tf_reader *r, size_t *cap, uint64_t at, const struct s
         *cap = c;
     }
     r->ref[r->n].offset = at;
+    r->ref[r->n].bad = 0;
     r->ref[r->n++].h = *h;
     return 0;
 }
@@ -138,6 +139,7 @@ static int from_index(struct tf_reader *r)
     struct sluice_tf_index *x = NULL;
     struct tf_ref idx;
     size_t cap = 0, len, i, n;
+    uint64_t at = 0, end = 0;
     char why[256];
 
     if (r->size < 3 * sizeof(t) || read_at(r->fd, &t, sizeof(t), r->size - sizeof(t)) < 0 ||
@@ -147,6 +149,7 @@ static int from_index(struct tf_reader *r)
         return -1;
     }
     idx.offset = t.arg[0];
+    idx.bad = 0;
     n = (size_t)t.arg[1];
     /* The INDEX frame itself, read and checked like any other. */
     if (read_at(r->fd, &idx.h, sizeof(idx.h), idx.offset) < 0 ||
@@ -159,20 +162,42 @@ static int from_index(struct tf_reader *r)
     }
     for (i = 0; i < n; i++) {
         struct sluice_tf_frame h;
+        int bad;
 
-        /* Each header is read again: the index says where, the header what. */
-        if (x[i].offset >= idx.offset || read_at(r->fd, &h, sizeof(h), x[i].offset) < 0 ||
-            !plausible(&h, x[i].offset, idx.offset, why, sizeof(why)) || h.type != x[i].type ||
-            h.stream != x[i].stream || add_ref(r, &cap, x[i].offset, &h) < 0) {
-            free(x);
-            free(r->ref);
-            r->ref = NULL;
-            r->n = 0;
-            return -1;
+        /* Each header is read again: the index says where, the header what. Frames must
+         * tile the file from 0 to the INDEX (an index that leaves one out is not used);
+         * after a damaged header, only the order of offsets can be checked. */
+        if (x[i].offset >= idx.offset || (i == 0 ? x[i].offset != 0 : x[i].offset <= at) ||
+            (i > 0 && !r->ref[r->n - 1].bad && x[i].offset != end) ||
+            read_at(r->fd, &h, sizeof(h), x[i].offset) < 0) {
+            goto refuse;
         }
+        bad = !plausible(&h, x[i].offset, idx.offset, why, sizeof(why)) || h.type != x[i].type ||
+              h.stream != x[i].stream;
+        if (bad) {
+            memset(&h, 0, sizeof(h));
+            h.type = x[i].type;
+            h.stream = x[i].stream;
+            h.arg[0] = x[i].arg0;
+        }
+        if (add_ref(r, &cap, x[i].offset, &h) < 0) {
+            goto refuse;
+        }
+        r->ref[r->n - 1].bad = bad;
+        at = x[i].offset;
+        end = at + sizeof(h) + h.stored_bytes;
+    }
+    if (r->n && !r->ref[r->n - 1].bad && end != idx.offset) {
+        goto refuse;
     }
     free(x);
     return 0;
+refuse:
+    free(x);
+    free(r->ref);
+    r->ref = NULL;
+    r->n = 0;
+    return -1;
 }
 
 int tf_reader__open(struct tf_reader *r, const char *path, char *err, size_t errlen)
@@ -238,7 +263,13 @@ static int payload_of(struct tf_reader *r, const struct tf_ref *f, void *dst, si
     int rc;
 
     *len = 0;
+    if (f->bad) {
+        snprintf(err, errlen, "its header is damaged");
+        return -EPROTO;
+    }
     if (h.raw_bytes > cap) {
+        snprintf(err, errlen, "%llu bytes, more than such a frame holds (%zu)",
+                 (unsigned long long)h.raw_bytes, cap);
         return -EMSGSIZE;
     }
     if (r->buf_cap < h.stored_bytes) {

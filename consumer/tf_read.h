@@ -20,7 +20,8 @@
 /** One frame's place and header. */
 struct tf_ref {
     uint64_t offset;          /**< where its header starts */
-    struct sluice_tf_frame h; /**< its header as read */
+    struct sluice_tf_frame h; /**< its header as read; if bad, only type, stream and arg[0] */
+    int bad; /**< the INDEX lists it but its header is damaged: h is the index's word */
 };
 
 /** An open trace file. Fields are private but for those documented. */
@@ -41,9 +42,11 @@ struct tf_reader {
 
 /**
  * Open @p path and list its frames: from its INDEX when the trailer and
- * index are whole, else by reading every header from the start (stopping
- * at the first that is not a frame, or that the file's end cuts short;
- * r->cut says which). The first frame must be FILE, of this version.
+ * index are whole and its frames tile the file (a frame whose header is
+ * damaged is then listed `bad`, and the ones after it still are), else by
+ * reading every header from the start (stopping at the first that is not
+ * a frame, or that the file's end cuts short; r->cut says which). The
+ * first frame must be FILE, of this version.
  * @return 0, or -errno with a one-line reason naming @p path in @p err.
  */
 int tf_reader__open(struct tf_reader *r, const char *path, char *err, size_t errlen);

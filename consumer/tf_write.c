@@ -6,7 +6,8 @@
  * writer's other functions on the ordering thread, one at a time, except
  * open and close (main thread, before and after it runs). A failed write
  * stops the recording at a frame boundary (the file is cut back to it) and
- * never the session: it must never block or fail the trace being read.
+ * never the session: it must never fail the trace being read (a slow disk
+ * slows it, as a slow callback does).
  */
 #include "tf_write.h"
 
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -170,15 +172,29 @@ struct tf_writer *tf_writer__open(const char *path, char *err, size_t errlen)
     struct tf_writer *w = calloc(1, sizeof(*w));
     struct sluice_tf_frame h = {.type = SLUICE_TF_FILE};
     struct timespec ts;
+    struct stat st;
+    int e;
 
     if (!w) {
         snprintf(err, errlen, "%s: out of memory", path);
         return NULL;
     }
-    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    /* O_NONBLOCK: a FIFO there must not hang us before fstat says what it is. */
+    w->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+    e = w->fd < 0 || fstat(w->fd, &st) < 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : 0;
+    if (e == 0 && ftruncate(w->fd, 0) < 0) {
+        e = errno;
+    }
+    if (e) {
+        snprintf(err, errlen, "%s: %s", path,
+                 e == EINVAL ? "not a regular file (a trace file is cut back after a failed "
+                               "write)"
+                             : strerror(e));
+        if (w->fd >= 0) {
+            close(w->fd);
+        }
         free(w);
+        errno = e;
         return NULL;
     }
     snprintf(w->path, sizeof(w->path), "%s", path);
@@ -188,9 +204,12 @@ struct tf_writer *tf_writer__open(const char *path, char *err, size_t errlen)
     h.arg[2] = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     put_plain(w, &h, NULL, 0);
     if (w->err) {
+        e = -w->err;
         snprintf(err, errlen, "%s: %s", path, w->why);
         close(w->fd);
+        free(w->index);
         free(w);
+        errno = e;
         return NULL;
     }
     return w;

@@ -263,7 +263,12 @@ struct sluice_consumer_opts {
      * decoding it needs; sluice_session__open_file() reads it back into
      * the same callbacks. A write that fails (a full disk) stops the
      * recording, not the session: what was written stays readable, and
-     * sluice_session__run() then fails with -errno saying so.
+     * sluice_session__run() then fails with -errno saying so. Past
+     * `ulimit -f` the kernel sends SIGXFSZ, which kills unless the process
+     * ignores it (the sluice command does); then the write fails (EFBIG).
+     * The file must be a regular file (its end is cut back to the last
+     * whole frame after a failed write). A slow disk slows the session as
+     * a slow callback does (lossless: the guest waits).
      */
     const char *record;
 };

@@ -22,9 +22,17 @@ exit non-zero, and still deliver every chunk before the damage, in order:
   payload   one byte of a chunk's payload changed: that thread's lines stop
             exactly where the chunk starts (its exec events are the index's
             count before it), the other threads are whole
+  header    one bit of a chunk's header changed (its size): the same, the
+            frames after it found through the index
   index     the trailer damaged: the frames are found by reading them from the
             start, and the dump is whole (exit 0)
   garbage   random bytes, an empty file: "not a sluice trace file"
+
+And where a recording cannot be written: a character device, the file -o
+writes, an option as the file name are refused in one line (exit 2) before the
+guest starts; under `ulimit -f` the recording stops at the limit, the guest
+and the live report are whole (exit 1, saying so), and the file reads up to
+where it stopped.
 
   record.py --sluice build/consumer/sluice --guests build/tests/e2e
 """
@@ -179,27 +187,31 @@ def check_damage(args, tmp, name, trace, whole, problems):
     if sum(len(v) for v in got.values()) == 0 or len(got) < len(before):
         problems.append("%s cut: the %d chunks before the cut were not delivered"
                         % (name, sum(before.values())))
-    # payload: a byte in the middle of one chunk's compressed payload.
-    victim = chunks[len(chunks) // 3]
-
-    def flip(d):
-        d[victim[0] + FRAME.size + victim[4] // 2] ^= 0x40
-    rc, err, got = damaged(args, tmp, name, trace, whole, "payload", flip, problems)
-    want = "chunk %d of tid" % victim[3][0]
-    if rc == 0 or want not in err or "damaged" not in err:
-        problems.append("%s payload: exit %d, %r: want a non-zero exit naming %r, damaged"
-                        % (name, rc, err, want))
-    tids = [t for t in whole if t not in got or len(got[t]) != len(whole[t])]
-    if len(tids) != 1:
-        problems.append("%s payload: threads cut short %r: want exactly the damaged one" %
-                        (name, tids))
-    # The damaged thread has every chunk before the victim, and nothing after: as many
-    # EXEC lines as the index counts exec events of its ring before that chunk.
-    want_insns = index_insns(trace)[victim[0]]
-    got_insns = sum(1 for l in got.get(tids[0] if tids else "", []) if " EXEC " in l)
-    if got_insns != want_insns:
-        problems.append("%s payload: %d exec events of the damaged thread delivered, %d come "
-                        "before its chunk %d" % (name, got_insns, want_insns, victim[3][0]))
+    # payload: a byte in the middle of one chunk's compressed payload; header: a bit of one
+    # chunk's stored size (the index still lists every frame after it).
+    for how, victim, at, want_why in (
+            ("payload", chunks[len(chunks) // 3], lambda v: v[0] + FRAME.size + v[4] // 2,
+             "damaged"),
+            ("header", chunks[len(chunks) // 4], lambda v: v[0] + 20, "header is damaged")):
+        def flip(d, at=at(victim)):
+            d[at] ^= 0x40
+        rc, err, got = damaged(args, tmp, name, trace, whole, how, flip, problems)
+        want = "chunk %d of tid" % victim[3][0]
+        if rc == 0 or want not in err or want_why not in err:
+            problems.append("%s %s: exit %d, %r: want a non-zero exit naming %r, %r"
+                            % (name, how, rc, err, want, want_why))
+        tids = [t for t in whole if t not in got or len(got[t]) != len(whole[t])]
+        if len(tids) != 1:
+            problems.append("%s %s: threads cut short %r: want exactly the damaged one" %
+                            (name, how, tids))
+        # The damaged thread has every chunk before the victim, and nothing after: as many
+        # EXEC lines as the index counts exec events of its ring before that chunk.
+        want_insns = index_insns(trace)[victim[0]]
+        got_insns = sum(1 for l in got.get(tids[0] if tids else "", []) if " EXEC " in l)
+        if got_insns != want_insns:
+            problems.append("%s %s: %d exec events of the damaged thread delivered, %d come "
+                            "before its chunk %d" % (name, how, got_insns, want_insns,
+                                                     victim[3][0]))
     # index: the trailer's pointer damaged; the scan finds everything.
     rc, err, got = damaged(args, tmp, name, trace, whole, "index",
                            lambda d: d.__setitem__(slice(len(d) - 24, len(d) - 16),
@@ -213,6 +225,53 @@ def check_damage(args, tmp, name, trace, whole, problems):
         if rc == 0 or "not a sluice trace file" not in err:
             problems.append("%s %s: exit %d, %r: want 'not a sluice trace file'"
                             % (name, how, rc, err))
+
+
+def check_writing(args, tmp, data, problems):
+    """Where a recording cannot be written: refused before the guest starts, or stopped
+    without harm to the live tool, and what was written still reads."""
+    prog = ["--", "/usr/bin/sha256sum", data]
+    same = os.path.join(tmp, "same.out")
+    for what, cmd in (("a character device", ["--record", "/dev/full"]),
+                      ("the -o file", ["-o", same, "--record", same]),
+                      ("an option", ["--record", "--tool"])):
+        rc, _, err = sluice(args, ["run"] + cmd + prog, want_rc=None)
+        lines = err.strip().splitlines()
+        print("record to %s: exit %d, %s" % (what, rc, lines[-1] if lines else ""))
+        if rc != 2 or len(lines) != 1 or "sha256" in err:
+            problems.append("record to %s: exit %d, %r: want exit 2 and one line, the guest "
+                            "not started" % (what, rc, err))
+    # ulimit -f: the file stops at the limit (SIGXFSZ ignored), the live report is whole.
+    trace, live = os.path.join(tmp, "limited.sltr"), os.path.join(tmp, "limited.json")
+
+    def limit():
+        import resource
+        resource.setrlimit(resource.RLIMIT_FSIZE, (600 << 10, 600 << 10))
+    rc, out, err = common.run([args.sluice, "run", "--json", "-o", live, "--record", trace] +
+                              prog, preexec_fn=limit, extra_env={"SLUICE_RING_BYTES": "256K"})
+    err = err.decode(errors="replace")
+    print("record under ulimit -f: exit %d, %s" % (rc, err.strip().splitlines()[-1:]))
+    if rc != 1 or b"  " + data.encode() not in out or "recording %s stopped" % trace not in err:
+        problems.append("record under ulimit -f: exit %d, %r: want the guest's output, exit 1 "
+                        "and 'recording ... stopped'" % (rc, err[-300:]))
+    try:
+        with open(live) as f:
+            insns = json.loads(f.readline())["total"]["insns"]
+    except (OSError, ValueError, KeyError):
+        insns = 0
+        problems.append("record under ulimit -f: no live stats report")
+    rc, _, err = sluice(args, ["report", trace, "--json", "-o", live + ".rep"], want_rc=None)
+    try:
+        with open(live + ".rep") as f:
+            got = json.loads(f.readline())["total"]["insns"]
+    except (OSError, ValueError, KeyError):
+        got = None
+    print("report of the stopped recording: exit %d, %d of %d instructions, %s" % (
+        rc, got or 0, insns, err.strip().splitlines()[-1:]))
+    if rc != 1 or not got or got >= insns or "no END frame" not in err:
+        problems.append("report of a recording stopped at ulimit -f: exit %d, %r instructions "
+                        "of %d, %r: want exit 1, some but not all, 'no END frame'"
+                        % (rc, got, insns, err[-300:]))
 
 
 def main():
@@ -240,6 +299,7 @@ def main():
             check_cov(args, tmp, name, prog, pargs, problems)
             if name.startswith(("sha256sum", "threads")):
                 check_damage(args, tmp, name, trace, whole, problems)
+        check_writing(args, tmp, data, problems)
     for p in problems[:20]:
         print("FAIL " + p)
     if problems:
