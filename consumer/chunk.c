@@ -15,6 +15,7 @@
  * place here that may block besides chunk_pool__get().
  */
 #include "chunk.h"
+#include "tf_read.h"
 #include "tf_write.h"
 
 #include <errno.h>
@@ -40,6 +41,7 @@ static void chunk_free(struct chunk *c)
         free(c->view);
         free(c->copy);
         tf_pack__free(c->pack);
+        tf_packed__free(c->packed);
         free(c);
     }
 }

@@ -38,6 +38,7 @@ enum chunk_bad {
     CHUNK_BAD_PC = 5,       /**< a MEM or EXEC record whose PC is not in its block (bad_why) */
     CHUNK_BAD_NOMEM = 6,    /**< no memory to grow the item area for a block's events */
     CHUNK_BAD_MAP = 7,      /**< a MAP record naming no module log entry, or no memory (bad_why) */
+    CHUNK_BAD_FILE = 8,     /**< a trace file's chunk that does not decompress (bad_why) */
 };
 
 /**
@@ -71,6 +72,7 @@ enum chunk_slice {
 };
 
 struct tf_pack;
+struct tf_packed;
 
 struct chunk {
     struct order_entry ord; /**< ordering link; ord.seq is the ring's chunk number */
@@ -84,7 +86,7 @@ struct chunk {
     int bad;                          /**< 0, or a CHUNK_BAD_* reason the decode ended early */
     uint64_t bad_at;                  /**< ... at this ring position */
     uint64_t bad_hdr;                 /**< ... with this header word */
-    char bad_why[128];                /**< ... for CHUNK_BAD_BLOCK and CHUNK_BAD_PC: why */
+    char bad_why[256];                /**< ... for CHUNK_BAD_BLOCK, _PC, _MAP and _FILE: why */
     uint8_t *items;                   /**< items made by the worker, item_size bytes each */
     size_t n_items;                   /**< items in `items` */
     size_t items_cap;                 /**< room in `items`, in items (grown by chunk__reserve()) */
@@ -100,8 +102,10 @@ struct chunk {
     int snapshot;      /**< deliver the process's map at its table's snapshot_at first */
     uint64_t *copy;    /**< a lossy ring's copy of the span (chunk__copy_area()), or NULL */
     int copied; /**< `words` points into `copy`: nothing can overwrite it (no lapped check) */
-    struct tf_pack *pack; /**< a recording session's compressed span (tf_write.h), or NULL */
-    int pack_snapshot;    /**< ... and `snapshot` as it was before the decode cleared it */
+    struct tf_pack *pack;     /**< a recording session's compressed span (tf_write.h), or NULL */
+    int pack_snapshot;        /**< ... and `snapshot` as it was before the decode cleared it */
+    struct tf_packed *packed; /**< a trace file's chunk as stored, for its worker to unpack into
+                                 `copy` (tf_read.h), or NULL / empty */
 };
 
 /**

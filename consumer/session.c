@@ -264,6 +264,8 @@ static void report_bad_span(struct sluice_session *s, struct ring_state *r, cons
     } else if (c->bad == CHUNK_BAD_PC || c->bad == CHUNK_BAD_MAP) {
         set_error(s, -EPROTO, "ring of tid %u: record 0x%016llx at position %llu: %s", r->info.tid,
                   (unsigned long long)c->bad_hdr, at, c->bad_why);
+    } else if (c->bad == CHUNK_BAD_FILE) {
+        set_error(s, -EPROTO, "%s: %s", s->file_path, c->bad_why);
     } else if (c->bad == CHUNK_BAD_NOMEM) {
         set_error(s, -ENOMEM,
                   "ring of tid %u: out of memory for the events of the block at position %llu",
@@ -359,6 +361,28 @@ static void on_end(void *ctx, struct order_ring *o)
 /* --- workers ------------------------------------------------------------- */
 
 /*
+ * A trace file's chunk: decompress its stored span into its copy area.
+ * Returns 1, or 0 with the chunk marked bad (nothing of it is decoded).
+ */
+static int unpack_chunk(struct chunk *c)
+{
+    char why[160];
+    size_t len;
+    int ok =
+        tf_packed__unpack(c->packed, c->copy, SLUICE_CHUNK_BYTES + 8, &len, why, sizeof(why)) == 0;
+
+    c->packed->len = 0; /* used */
+    if (!ok) {
+        c->bad = CHUNK_BAD_FILE;
+        c->bad_at = c->at;
+        c->partial = 0;
+        c->ord.partial = 0;
+        snprintf(c->bad_why, sizeof(c->bad_why), "%.120s: %.120s", c->packed->name, why);
+    }
+    return ok;
+}
+
+/*
  * A chunk whose items would pass the bound (chunk_items_max()) is decoded
  * in slices, and its worker waits for each to be delivered (design b),
  * rather than handing the rest of the decode to the ordering thread
@@ -392,6 +416,10 @@ static void work(void *ctx, struct chunk *c)
     struct sluice_session *s = ctx;
     struct ring_state *r = c->ring;
 
+    if (c->packed && c->packed->len && !unpack_chunk(c)) {
+        order__push(&s->ord, &c->ord); /* bad: delivered as such, in its turn */
+        return;
+    }
     if (s->rec) {
         /* Before the decode: a lossless span is in place, and the producer may reuse it
          * once it is delivered. A failure (no memory) is the writer's to report. */
@@ -1379,7 +1407,6 @@ static void file_chunk(struct file_read *f, size_t i)
     struct ring_state *r = file_ring_of(f, i);
     struct chunk *c;
     char why[320];
-    size_t len;
     int rc;
 
     if (!r) {
@@ -1399,18 +1426,20 @@ static void file_chunk(struct file_read *f, size_t i)
         file_ring_end(r, FILE_STOPPED);
         return;
     }
-    rc = tf_reader__payload(&f->rd, i, c->copy, SLUICE_CHUNK_BYTES + 8, &len, why, sizeof(why));
-    if (rc < 0 || len == 0 || len % 8) {
-        file_error(f, i, rc < 0 ? rc : -EPROTO,
-                   rc == -EMSGSIZE ? "larger than a span"
-                   : rc < 0        ? why
-                                   : "not whole records");
+    /* Read and checked here; decompressed by the worker (work()), in parallel. */
+    rc = tf_reader__stored(&f->rd, i, &c->packed, SLUICE_CHUNK_BYTES + 8, why, sizeof(why));
+    if (rc < 0 || c->packed->raw == 0 || c->packed->raw % 8) {
+        file_error(f, i, rc < 0 ? rc : -EPROTO, rc < 0 ? why : "not whole records");
+        if (c->packed) {
+            c->packed->len = 0;
+        }
         chunk_pool__put(&f->s->pool, c);
         file_ring_end(r, FILE_STOPPED); /* what follows a missing chunk is not its trace */
         return;
     }
+    frame_name(f, i, c->packed->name, sizeof(c->packed->name));
     c->words = c->copy;
-    c->len = len;
+    c->len = (size_t)c->packed->raw;
     c->at = h->arg[1];
     c->copied = 1;
     c->blocks = r->bt;

@@ -254,60 +254,120 @@ int tf_reader__payload(struct tf_reader *r, size_t i, void *dst, size_t cap, siz
     return payload_of(r, &r->ref[i], dst, cap, len, err, errlen);
 }
 
-static int payload_of(struct tf_reader *r, const struct tf_ref *f, void *dst, size_t cap,
-                      size_t *len, char *err, size_t errlen)
+/* Frame @p f's stored bytes into @p *buf (room @p *cap, grown), crc checked; room for
+ * @p most bytes once decompressed. 0 or -errno with why in @p err. */
+static int read_checked(struct tf_reader *r, const struct tf_ref *f, size_t most, uint8_t **buf,
+                        size_t *cap, char *err, size_t errlen)
 {
     struct sluice_tf_frame h = f->h;
     uint32_t crc;
-    size_t n;
     int rc;
 
-    *len = 0;
     if (f->bad) {
         snprintf(err, errlen, "its header is damaged");
         return -EPROTO;
     }
-    if (h.raw_bytes > cap) {
+    if (h.raw_bytes > most) {
         snprintf(err, errlen, "%llu bytes, more than such a frame holds (%zu)",
-                 (unsigned long long)h.raw_bytes, cap);
+                 (unsigned long long)h.raw_bytes, most);
         return -EMSGSIZE;
     }
-    if (r->buf_cap < h.stored_bytes) {
-        uint8_t *b = realloc(r->buf, h.stored_bytes ? h.stored_bytes : 1);
+    if (*cap < h.stored_bytes || !*buf) {
+        uint8_t *b = realloc(*buf, h.stored_bytes ? h.stored_bytes : 1);
 
         if (!b) {
             snprintf(err, errlen, "out of memory for %llu bytes",
                      (unsigned long long)h.stored_bytes);
             return -ENOMEM;
         }
-        r->buf = b;
-        r->buf_cap = h.stored_bytes;
+        *buf = b;
+        *cap = h.stored_bytes;
     }
-    rc = read_at(r->fd, r->buf, h.stored_bytes, f->offset + sizeof(h));
+    rc = read_at(r->fd, *buf, h.stored_bytes, f->offset + sizeof(h));
     if (rc < 0) {
         snprintf(err, errlen, "reading it: %s", rc == -EIO ? "the file ended" : strerror(-rc));
         return rc == -EIO ? -EPROTO : rc;
     }
     crc = h.crc;
     h.crc = 0;
-    if ((uint32_t)crc32(crc32(0, (const Bytef *)&h, sizeof(h)), r->buf, (uInt)h.stored_bytes) !=
+    if ((uint32_t)crc32(crc32(0, (const Bytef *)&h, sizeof(h)), *buf, (uInt)h.stored_bytes) !=
         crc) {
         snprintf(err, errlen, "damaged (its crc does not match)");
         return -EPROTO;
     }
-    if (!(h.flags & SLUICE_TF_ZSTD)) {
-        memcpy(dst, r->buf, h.stored_bytes);
-        *len = h.stored_bytes;
+    return 0;
+}
+
+/* Decompress (or copy) @p n stored bytes into @p dst; 0 or -EPROTO with why in @p err. */
+static int unpack(void *dctx, const uint8_t *src, size_t n, int zstd, uint64_t raw, void *dst,
+                  size_t cap, size_t *len, char *err, size_t errlen)
+{
+    size_t k;
+
+    if (!zstd) {
+        memcpy(dst, src, n);
+        *len = n;
         return 0;
     }
-    n = ZSTD_decompressDCtx(r->dctx, dst, cap, r->buf, h.stored_bytes);
-    if (ZSTD_isError(n) || n != h.raw_bytes) {
+    k = ZSTD_decompressDCtx(dctx, dst, cap, src, n);
+    if (ZSTD_isError(k) || k != raw) {
         snprintf(err, errlen, "damaged: it does not decompress (%s)",
-                 ZSTD_isError(n) ? ZSTD_getErrorName(n) : "wrong size");
+                 ZSTD_isError(k) ? ZSTD_getErrorName(k) : "wrong size");
         return -EPROTO;
     }
-    *len = n;
+    *len = k;
     return 0;
+}
+
+static int payload_of(struct tf_reader *r, const struct tf_ref *f, void *dst, size_t cap,
+                      size_t *len, char *err, size_t errlen)
+{
+    int rc = read_checked(r, f, cap, &r->buf, &r->buf_cap, err, errlen);
+
+    *len = 0;
+    return rc ? rc
+              : unpack(r->dctx, r->buf, f->h.stored_bytes, f->h.flags & SLUICE_TF_ZSTD,
+                       f->h.raw_bytes, dst, cap, len, err, errlen);
+}
+
+int tf_reader__stored(struct tf_reader *r, size_t i, struct tf_packed **pp, size_t cap, char *err,
+                      size_t errlen)
+{
+    struct tf_packed *p = *pp;
+    int rc;
+
+    if (!p && !(p = *pp = calloc(1, sizeof(*p)))) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    p->len = 0;
+    rc = read_checked(r, &r->ref[i], cap, &p->buf, &p->cap, err, errlen);
+    if (rc == 0) {
+        p->len = r->ref[i].h.stored_bytes;
+        p->raw = r->ref[i].h.raw_bytes;
+        p->zstd = (r->ref[i].h.flags & SLUICE_TF_ZSTD) != 0;
+    }
+    return rc;
+}
+
+int tf_packed__unpack(struct tf_packed *p, void *dst, size_t cap, size_t *len, char *err,
+                      size_t errlen)
+{
+    *len = 0;
+    if (p->zstd && !p->dctx && !(p->dctx = ZSTD_createDCtx())) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    return unpack(p->dctx, p->buf, p->len, p->zstd, p->raw, dst, cap, len, err, errlen);
+}
+
+void tf_packed__free(struct tf_packed *p)
+{
+    if (p) {
+        ZSTD_freeDCtx(p->dctx);
+        free(p->buf);
+        free(p);
+    }
 }
 
 void tf_reader__close(struct tf_reader *r)

@@ -62,6 +62,40 @@ int tf_reader__open(struct tf_reader *r, const char *path, char *err, size_t err
 int tf_reader__payload(struct tf_reader *r, size_t i, void *dst, size_t cap, size_t *len, char *err,
                        size_t errlen);
 
+/**
+ * A frame's payload as stored, read and checked (crc) by the reading
+ * thread and decompressed by a worker (tf_packed__unpack()): the
+ * decompression, the costly part, runs on the workers in parallel.
+ */
+struct tf_packed {
+    uint8_t *buf;    /**< the stored bytes */
+    size_t len, cap; /**< bytes in buf (0: nothing held), room */
+    uint64_t raw;    /**< bytes once decompressed */
+    int zstd;        /**< compressed (SLUICE_TF_ZSTD) */
+    void *dctx;      /**< the worker's zstd context, kept across chunks */
+    char name[128];  /**< the frame, for a message: "chunk 3 of tid 1234 (frame at byte 5678)" */
+};
+
+/**
+ * Read frame @p i's stored payload into @p *p (allocated at the first
+ * call) and check its crc. Reading thread.
+ * @return 0, or as tf_reader__payload() (nothing held then).
+ */
+int tf_reader__stored(struct tf_reader *r, size_t i, struct tf_packed **p, size_t cap, char *err,
+                      size_t errlen);
+
+/**
+ * Decompress @p p into @p dst (room for @p cap bytes). Worker thread.
+ * @param[out] len the bytes
+ * @return 0, or -EPROTO with why in @p err (the payload does not
+ *         decompress to what its header says), -ENOMEM.
+ */
+int tf_packed__unpack(struct tf_packed *p, void *dst, size_t cap, size_t *len, char *err,
+                      size_t errlen);
+
+/** Free what tf_reader__stored() made. NULL is ignored. */
+void tf_packed__free(struct tf_packed *p);
+
 /** Close and free what open made. */
 void tf_reader__close(struct tf_reader *r);
 
