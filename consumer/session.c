@@ -15,7 +15,11 @@
  * after its last ends (block_table.c). The
  * reader threads must never wait on analysis except through the bounded
  * chunk pool (which also bounds the ring bytes held), and no user callback
- * is ever called with a session lock held.
+ * is ever called with a session lock held. A recording session
+ * (sluice_consumer_opts.record) has each worker compress its span and the
+ * ordering thread write it (tf_write.c); a session of a trace file takes
+ * its chunks from file_source.c instead of the rings, through the same
+ * workers and ordering stage (the state both share: session_state.h).
  */
 #include "sluice/consumer.h"
 
@@ -39,11 +43,10 @@
 #include "order.h"
 #include "ring_reader.h"
 #include "session.h"
+#include "session_state.h"
 #include "tf_read.h"
 #include "tf_write.h"
 #include "workq.h"
-
-#define container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
 
 /*
  * How long a reader sleeps on the futex before it looks again. Producers
@@ -57,76 +60,7 @@
  * ordering thread catches up, small enough to bound memory. */
 #define CHUNKS_PER_WORKER 4
 
-struct ring_state {
-    struct order_ring ord;  /* ordering state; order_ring pointers map back here */
-    struct order_entry end; /* the end-of-ring marker, pushed once by the reader */
-    struct sluice_session *s;
-    struct ring_reader rd;  /* unmapped once the ring has ended (on_end), under rings_lock */
-    struct block_table *bt; /* its process's block table, or NULL; put when rd is unmapped */
-    struct sluice_thread_info info;
-    char arch[16];
-    char comm[16];
-    uint64_t seq;                /* reader thread: next chunk number */
-    int failed;                  /* atomic: a worker found a bad span; the reader stops */
-    int stopped;                 /* ordering thread: a bad span was reached; deliver no more */
-    uint64_t released;           /* atomic, ordering thread: end of the spans given back */
-    struct sluice_counts counts; /* ordering thread adds; read after it stopped */
-    uint64_t hdr_lost;           /* hdr->lost once the ring is drained */
-    int64_t salvaged;            /* reader thread: -1, or bytes recovered from a dead producer */
-    uint64_t stop;               /* reader thread: after a detach, read up to here (else ~0) */
-    int lossy;                   /* the jitter does not wait for us on this ring (take_lossy) */
-    uint64_t lost_seen;          /* reader thread, lossy: lost_events already put in the stream */
-    /* Recording (ordering thread), or read from a trace file (main thread). */
-    uint32_t file_no;     /* its number in the file */
-    uint64_t file_chunks; /* chunks written, or read */
-    uint64_t file_insns;  /* exec events of the chunks written */
-    int file_done;        /* read: 0, FILE_ENDED (its RING_END came) or FILE_STOPPED */
-    struct ring_state *next;
-};
-
-struct sluice_session {
-    int fd;
-    struct sluice_callbacks cb;
-    unsigned workers;
-    int lossless;
-    int ran;
-    int eof;         /* atomic: control socket at EOF, every head is final */
-    int detaching;   /* atomic: sluice_session__detach() was called */
-    int wake[2];     /* pipe: detach writes a byte, the control thread's poll wakes */
-    int welcome_ms;  /* how long to wait for WELCOME; -1: as long as it takes */
-    uint64_t events; /* atomic: records decoded */
-    uint64_t lost;   /* atomic: events LOST records delivered said were lost */
-    struct ring_state *rings, **rings_tail;
-    size_t n_rings;
-    struct block_tables tables; /* one per arena, shared by its rings */
-    /* Our tail file (WELCOME's; record.h), mapped as far as it may grow,
-     * or NULL; and its descriptor, to see how far it has grown (add_ring). */
-    struct sluice_ring_tail *tails;
-    int tails_fd;
-    struct chunk_pool pool;
-    struct workq wq;
-    struct order ord;
-    pthread_mutex_t err_lock;
-    /* Ended rings are unmapped by the ordering thread while the control
-     * thread may wake the others: rings_lock orders the two. It also
-     * guards readers_live, the reader threads not yet finished (they are
-     * detached: a guest making and ending threads by the thousand must
-     * not leave a stack and a mapping behind for each). */
-    pthread_mutex_t rings_lock;
-    pthread_cond_t readers_done;
-    unsigned readers_live; /* changed under rings_lock, atomically: progress() reads it */
-    int err_code;          /* first error, negative errno */
-    char err[512];
-    struct tf_writer *rec; /* recording into a trace file (opts->record), or NULL */
-    uint32_t rec_rings;    /* ordering thread: rings numbered in it so far */
-    char *file_path;       /* a session of a trace file (sluice_session__open_file()), or NULL */
-};
-
-/* Record the first error (later ones are usually consequences). Any thread. */
-static int set_error(struct sluice_session *s, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int set_error(struct sluice_session *s, int code, const char *fmt, ...)
+int session_error(struct sluice_session *s, int code, const char *fmt, ...)
 {
     va_list ap;
 
@@ -148,8 +82,6 @@ static const char *recv_error(int n)
                           "(ulimit -n)"
                         : strerror(-n);
 }
-
-static int run_file(struct sluice_session *s);
 
 /* A session on @p ctl_fd; says HELLO on it if @p hello. */
 static struct sluice_session *session_new(int ctl_fd, const struct sluice_callbacks *cb,
@@ -252,32 +184,35 @@ static void report_bad_span(struct sluice_session *s, struct ring_state *r, cons
     unsigned long long at = c->bad_at, end = c->at + c->len;
 
     if (c->bad == CHUNK_BAD_LAPPED) {
-        set_error(s, -EPROTO,
-                  "ring of tid %u: overrun, the producer overwrote position %llu while it was read",
-                  r->info.tid, (unsigned long long)c->at);
+        session_error(
+            s, -EPROTO,
+            "ring of tid %u: overrun, the producer overwrote position %llu while it was read",
+            r->info.tid, (unsigned long long)c->at);
     } else if (c->bad == CHUNK_BAD_BLOCK) {
-        set_error(s, -EPROTO,
-                  "ring of tid %u: invalid BLOCK record 0x%016llx (block %llu) at position %llu: "
-                  "%s",
-                  r->info.tid, (unsigned long long)c->bad_hdr,
-                  (unsigned long long)sluice_block_id(c->bad_hdr), at, c->bad_why);
+        session_error(
+            s, -EPROTO,
+            "ring of tid %u: invalid BLOCK record 0x%016llx (block %llu) at position %llu: "
+            "%s",
+            r->info.tid, (unsigned long long)c->bad_hdr,
+            (unsigned long long)sluice_block_id(c->bad_hdr), at, c->bad_why);
     } else if (c->bad == CHUNK_BAD_PC || c->bad == CHUNK_BAD_MAP) {
-        set_error(s, -EPROTO, "ring of tid %u: record 0x%016llx at position %llu: %s", r->info.tid,
-                  (unsigned long long)c->bad_hdr, at, c->bad_why);
+        session_error(s, -EPROTO, "ring of tid %u: record 0x%016llx at position %llu: %s",
+                      r->info.tid, (unsigned long long)c->bad_hdr, at, c->bad_why);
     } else if (c->bad == CHUNK_BAD_FILE) {
-        set_error(s, -EPROTO, "%s: %s", s->file_path, c->bad_why);
+        session_error(s, -EPROTO, "%s: %s", s->file_path, c->bad_why);
     } else if (c->bad == CHUNK_BAD_NOMEM) {
-        set_error(s, -ENOMEM,
-                  "ring of tid %u: out of memory for the events of the block at position %llu",
-                  r->info.tid, at);
+        session_error(s, -ENOMEM,
+                      "ring of tid %u: out of memory for the events of the block at position %llu",
+                      r->info.tid, at);
     } else if (c->bad == CHUNK_BAD_HEADER) {
-        set_error(s, -EPROTO, "ring of tid %u: invalid record header 0x%016llx at position %llu",
-                  r->info.tid, (unsigned long long)c->bad_hdr, at);
+        session_error(s, -EPROTO,
+                      "ring of tid %u: invalid record header 0x%016llx at position %llu",
+                      r->info.tid, (unsigned long long)c->bad_hdr, at);
     } else {
-        set_error(s, -EPROTO,
-                  "ring of tid %u: record at position %llu (%u words) crosses the end of its "
-                  "span at %llu (head or a chunk boundary)",
-                  r->info.tid, at, sluice_rec_words(c->bad_hdr), end);
+        session_error(s, -EPROTO,
+                      "ring of tid %u: record at position %llu (%u words) crosses the end of its "
+                      "span at %llu (head or a chunk boundary)",
+                      r->info.tid, at, sluice_rec_words(c->bad_hdr), end);
     }
 }
 
@@ -551,8 +486,8 @@ static ssize_t take_lossy(struct ring_state *r, struct chunk *c)
             }
             if (n > 0) {
                 r->rd.pos = at;
-                return set_error(r->s, -EPROTO, "ring of tid %u: tail %llu behind our %llu",
-                                 r->info.tid, (unsigned long long)tail, (unsigned long long)at);
+                return session_error(r->s, -EPROTO, "ring of tid %u: tail %llu behind our %llu",
+                                     r->info.tid, (unsigned long long)tail, (unsigned long long)at);
             }
             return n;
         }
@@ -646,13 +581,13 @@ static int read_chunk(struct ring_state *r)
     ssize_t n;
 
     if (!c) {
-        return set_error(s, -ENOMEM, "out of memory for chunks");
+        return session_error(s, -ENOMEM, "out of memory for chunks");
     }
     c->copied = 0;
     n = r->lossy ? take_lossy(r, c) : ring_reader__take(&r->rd, &c->words, &c->at);
     if (n <= 0) {
         chunk_pool__put(&s->pool, c);
-        return n < 0 ? set_error(s, (int)n, "%s", r->rd.err) : 0;
+        return n < 0 ? session_error(s, (int)n, "%s", r->rd.err) : 0;
     }
     if (!r->lossy) {
         c->len = (size_t)n;
@@ -691,8 +626,8 @@ static int detached_here(struct ring_state *r)
 /* The jitter closed our slot of @p r while its producer ran on: say so. */
 static void dropped(struct ring_state *r)
 {
-    set_error(r->s, -ECONNRESET, DROPPED ": the trace of tid %u stops at position %llu",
-              r->info.tid, (unsigned long long)r->rd.pos);
+    session_error(r->s, -ECONNRESET, DROPPED ": the trace of tid %u stops at position %llu",
+                  r->info.tid, (unsigned long long)r->rd.pos);
 }
 
 /*
@@ -728,7 +663,7 @@ static void *ring_thread(void *arg)
             if (avail < 0 && !ring_reader__slot_open(&r->rd)) {
                 dropped(r); /* the producer overran us because it no longer waits for us */
             } else if (avail < 0) {
-                set_error(r->s, -EPROTO, "%s", r->rd.err);
+                session_error(r->s, -EPROTO, "%s", r->rd.err);
             }
             discard_until_end(r);
             break;
@@ -746,7 +681,7 @@ static void *ring_thread(void *arg)
                 }
                 r->salvaged = ring_reader__salvage(&r->rd);
                 if (r->salvaged < 0) {
-                    set_error(r->s, -EPROTO, "%s", r->rd.err);
+                    session_error(r->s, -EPROTO, "%s", r->rd.err);
                     break;
                 }
                 continue;
@@ -769,13 +704,6 @@ static void *ring_thread(void *arg)
 }
 
 /* --- control socket ------------------------------------------------------ */
-
-/* Copy at most n - 1 bytes of a fixed-size, maybe unterminated, field. */
-static void copy_name(char *dst, const char *src, size_t n)
-{
-    memcpy(dst, src, n - 1);
-    dst[n - 1] = '\0';
-}
 
 /*
  * A ring this session knows: the same place while we still map it, or the
@@ -809,16 +737,16 @@ static int check_announced(struct sluice_session *s, struct ring_state *r,
 
     /* The size as validated and mapped, not as the header says now. */
     if (pid != m->pid || tid != m->tid || r->rd.size != m->ring_bytes) {
-        return set_error(s, -EPROTO,
-                         "refused a ring announced as pid %u tid %u (%llu bytes) whose header "
-                         "says pid %u tid %u (%llu bytes)",
-                         m->pid, m->tid, (unsigned long long)m->ring_bytes, pid, tid,
-                         (unsigned long long)r->rd.size);
+        return session_error(s, -EPROTO,
+                             "refused a ring announced as pid %u tid %u (%llu bytes) whose header "
+                             "says pid %u tid %u (%llu bytes)",
+                             m->pid, m->tid, (unsigned long long)m->ring_bytes, pid, tid,
+                             (unsigned long long)r->rd.size);
     }
     if (known_ring(s, &r->rd)) {
-        return set_error(s, -EPROTO,
-                         "refused a second announcement of the ring of pid %u tid %u (seq %u)", pid,
-                         tid, seq);
+        return session_error(s, -EPROTO,
+                             "refused a second announcement of the ring of pid %u tid %u (seq %u)",
+                             pid, tid, seq);
     }
     return 0;
 }
@@ -857,15 +785,15 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
     int err;
 
     if (!r) {
-        set_error(s, -ENOMEM, "out of memory for ring of tid %u", m->tid);
+        session_error(s, -ENOMEM, "out of memory for ring of tid %u", m->tid);
         close(fd);
         return;
     }
     if (!tail_line_ok(s, m->line)) {
         close(fd);
-        set_error(s, -EPROTO,
-                  "refused the ring of tid %u: line %u is past the end of the tail file", m->tid,
-                  m->line);
+        session_error(s, -EPROTO,
+                      "refused the ring of tid %u: line %u is past the end of the tail file",
+                      m->tid, m->line);
         free(r);
         return;
     }
@@ -873,14 +801,14 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
     if (err) {
         close(fd);
         if (was_dropped(s)) {
-            set_error(s, -ECONNRESET, DROPPED);
+            session_error(s, -ECONNRESET, DROPPED);
         }
-        set_error(s, err == -EINVAL ? -EPROTO : err, "tid %u: %s", m->tid, r->rd.err);
+        session_error(s, err == -EINVAL ? -EPROTO : err, "tid %u: %s", m->tid, r->rd.err);
         free(r);
         return;
     }
     /* Dropped, the announcement may name a place reused since: say why, not what we found. */
-    err = was_dropped(s) ? set_error(s, -ECONNRESET, DROPPED) : check_announced(s, r, m);
+    err = was_dropped(s) ? session_error(s, -ECONNRESET, DROPPED) : check_announced(s, r, m);
     if (err < 0) {
         close(fd);
         ring_reader__close(&r->rd);
@@ -891,8 +819,8 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
                             r->rd.err, sizeof(r->rd.err));
     close(fd); /* the mappings keep the memfd alive */
     if (err) {
-        set_error(s, err == -EINVAL ? -EPROTO : err, "pid %u tid %u: %s", m->pid, m->tid,
-                  r->rd.err);
+        session_error(s, err == -EINVAL ? -EPROTO : err, "pid %u tid %u: %s", m->pid, m->tid,
+                      r->rd.err);
         ring_reader__close(&r->rd);
         free(r);
         return;
@@ -910,14 +838,14 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
     r->lossy = !s->lossless;
     r->released = r->rd.pos; /* nothing taken yet */
     r->s = s;
-    copy_name(r->arch, r->rd.hdr->arch, sizeof(r->arch));
-    copy_name(r->comm, r->rd.hdr->comm, sizeof(r->comm));
+    session_copy_name(r->arch, r->rd.hdr->arch, sizeof(r->arch));
+    session_copy_name(r->comm, r->rd.hdr->comm, sizeof(r->comm));
     r->info = (struct sluice_thread_info){r->rd.hdr->pid, r->rd.hdr->tid,
                                           r->rd.hdr->seq, r->rd.hdr->big_endian != 0,
                                           r->arch,        r->comm};
     err = start_reader(s, r);
     if (err) {
-        set_error(s, -err, "tid %u: starting reader thread: %s", m->tid, strerror(err));
+        session_error(s, -err, "tid %u: starting reader thread: %s", m->tid, strerror(err));
         ring_reader__close(&r->rd);
         block_tables__put(&s->tables, r->bt);
         free(r);
@@ -941,20 +869,20 @@ static int map_tails(struct sluice_session *s, int fd, uint64_t bytes)
     int seals;
 
     if (fd < 0) {
-        return set_error(s, -EPROTO, "control socket: WELCOME without a tail file");
+        return session_error(s, -EPROTO, "control socket: WELCOME without a tail file");
     }
     seals = fcntl(fd, F_GET_SEALS);
     if (bytes != SLUICE_TAIL_BYTES || seals < 0 || !(seals & F_SEAL_SHRINK)) {
         close(fd);
-        return set_error(s, -EPROTO,
-                         "control socket: WELCOME's tail file is not sealed against shrinking, "
-                         "or not of %llu bytes at most (it says %llu)",
-                         (unsigned long long)SLUICE_TAIL_BYTES, (unsigned long long)bytes);
+        return session_error(s, -EPROTO,
+                             "control socket: WELCOME's tail file is not sealed against shrinking, "
+                             "or not of %llu bytes at most (it says %llu)",
+                             (unsigned long long)SLUICE_TAIL_BYTES, (unsigned long long)bytes);
     }
     p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
     if (p == MAP_FAILED) {
         close(fd);
-        return set_error(s, -errno, "mapping the tail file: %s", strerror(errno));
+        return session_error(s, -errno, "mapping the tail file: %s", strerror(errno));
     }
     s->tails = p;
     s->tails_fd = fd;
@@ -976,7 +904,7 @@ static int read_welcome(struct sluice_session *s)
         return 0; /* detached at once: an empty trace, no error */
     }
     if (ready == 0) {
-        return set_error(
+        return session_error(
             s, -ETIMEDOUT,
             "the traced process did not answer in %d s (stopped, or out of descriptors?)",
             s->welcome_ms / 1000);
@@ -989,17 +917,17 @@ static int read_welcome(struct sluice_session *s)
         close(fd);
     }
     if (n <= 0) {
-        return set_error(s, n == 0 ? -EPROTO : n, "control socket: %s before WELCOME",
-                         n == 0 ? "end of stream" : recv_error(n));
+        return session_error(s, n == 0 ? -EPROTO : n, "control socket: %s before WELCOME",
+                             n == 0 ? "end of stream" : recv_error(n));
     }
     if (m.type == SLUICE_CTL_REFUSED) {
-        copy_name(m.error, m.error, sizeof(m.error));
-        return set_error(s, -EPROTO, "jitter refused the consumer: %s", m.error);
+        session_copy_name(m.error, m.error, sizeof(m.error));
+        return session_error(s, -EPROTO, "jitter refused the consumer: %s", m.error);
     }
     if (m.type != SLUICE_CTL_WELCOME || m.version != SLUICE_CTL_VERSION) {
-        return set_error(s, -EPROTO,
-                         "control socket: expected WELCOME version %u, got type %u version %u",
-                         SLUICE_CTL_VERSION, m.type, m.version);
+        return session_error(s, -EPROTO,
+                             "control socket: expected WELCOME version %u, got type %u version %u",
+                             SLUICE_CTL_VERSION, m.type, m.version);
     }
     return 0;
 }
@@ -1014,7 +942,7 @@ static void receive_rings(struct sluice_session *s)
         int fd, n;
 
         if (poll(p, 2, -1) < 0 && errno != EINTR) {
-            set_error(s, -errno, "control socket: poll: %s", strerror(errno));
+            session_error(s, -errno, "control socket: poll: %s", strerror(errno));
             break;
         }
         if (__atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE)) {
@@ -1029,7 +957,7 @@ static void receive_rings(struct sluice_session *s)
             break;
         }
         if (n < 0) {
-            set_error(s, n, "control socket: %s", recv_error(n));
+            session_error(s, n, "control socket: %s", recv_error(n));
             if (n != -EPROTO) {
                 break; /* a malformed datagram is skipped; a dead socket ends */
             }
@@ -1041,7 +969,8 @@ static void receive_rings(struct sluice_session *s)
             close(fd);
         }
         if (m.type == SLUICE_CTL_RING && fd < 0) {
-            set_error(s, -EPROTO, "control socket: RING for tid %u without a descriptor", m.tid);
+            session_error(s, -EPROTO, "control socket: RING for tid %u without a descriptor",
+                          m.tid);
         }
     }
     /* Release pairs with ring_ended(): readers that see eof see final heads.
@@ -1058,7 +987,7 @@ static void receive_rings(struct sluice_session *s)
     pthread_mutex_unlock(&s->rings_lock);
 }
 
-static int start_stages(struct sluice_session *s)
+int session_start_stages(struct sluice_session *s)
 {
     static const struct order_ops ops = {on_start, on_deliver, on_end};
     int err;
@@ -1066,14 +995,25 @@ static int start_stages(struct sluice_session *s)
     chunk_pool__init(&s->pool, s->workers * CHUNKS_PER_WORKER, s->cb.item_size);
     err = order__start(&s->ord, &ops, s);
     if (err) {
-        return set_error(s, err, "starting ordering thread: %s", strerror(-err));
+        return session_error(s, err, "starting ordering thread: %s", strerror(-err));
     }
     err = workq__start(&s->wq, s->workers, work, s);
     if (err) {
         order__finish(&s->ord);
-        return set_error(s, err, "starting %u workers: %s", s->workers, strerror(-err));
+        return session_error(s, err, "starting %u workers: %s", s->workers, strerror(-err));
     }
     return 0;
+}
+
+void session_finish_stages(struct sluice_session *s)
+{
+    workq__finish(&s->wq);  /* every chunk decoded and pushed */
+    order__finish(&s->ord); /* every chunk delivered and back in the pool */
+    chunk_pool__destroy(&s->pool);
+    /* Only now: the ordering thread wrote r->counts until it stopped. */
+    for (struct ring_state *r = s->rings; r; r = r->next) {
+        r->counts.lost += r->hdr_lost;
+    }
 }
 
 /* Close the trace file being recorded, if any, with the session's result. Main thread. */
@@ -1089,28 +1029,27 @@ static void end_recording(struct sluice_session *s)
                            sizeof(why));
     s->rec = NULL;
     if (err) {
-        set_error(s, err, "%s", why);
+        session_error(s, err, "%s", why);
     }
 }
 
 int sluice_session__run(struct sluice_session *s)
 {
-    struct ring_state *r;
     int err;
 
     if (s->ran) {
-        return set_error(s, -EINVAL, "sluice_session__run called twice");
+        return session_error(s, -EINVAL, "sluice_session__run called twice");
     }
     s->ran = 1;
     if (s->file_path) {
-        return run_file(s);
+        return file_source__run(s);
     }
     err = read_welcome(s);
     if (err) {
         end_recording(s);
         return err;
     }
-    err = start_stages(s);
+    err = session_start_stages(s);
     if (err) {
         chunk_pool__destroy(&s->pool);
         end_recording(s);
@@ -1122,449 +1061,12 @@ int sluice_session__run(struct sluice_session *s)
         pthread_cond_wait(&s->readers_done, &s->rings_lock);
     }
     pthread_mutex_unlock(&s->rings_lock);
-    workq__finish(&s->wq);  /* every chunk decoded and pushed */
-    order__finish(&s->ord); /* every chunk delivered and back in the pool */
-    chunk_pool__destroy(&s->pool);
+    session_finish_stages(s);
     /* Every span is given back: hang up now, so the jitter frees our slot and
      * no producer waits for us while the caller reports. */
     close(s->fd);
     s->fd = -1;
-    /* Only now: the ordering thread wrote r->counts until it stopped. */
-    for (r = s->rings; r; r = r->next) {
-        r->counts.lost += r->hdr_lost;
-    }
     end_recording(s);
-    return s->err_code;
-}
-
-/* --- trace file source (sluice_session__open_file) --------------------- */
-
-enum { FILE_ENDED = 1, FILE_STOPPED = 2 };
-
-/*
- * The most a file's tables may rebuild: a few times what the jitter makes
- * (an 80 MiB table, its last 16 MiB the module log), so that a small file
- * of well-compressed zeros cannot make report take the machine's memory.
- */
-#define FILE_WORDS_MAX (256ull << 20)
-#define FILE_LOG_MAX (64ull << 20)
-#define FILE_TABLES_MAX (1ull << 30)
-
-/* One table of the file, rebuilt: its descriptors and module log as recorded. */
-struct file_table {
-    uint8_t *words, *log;
-    uint64_t n_words, n_log; /* bytes */
-    uint64_t dropped;
-    uint64_t bytes; /* its image's */
-    int bad;        /* a piece was bad: it ends before it */
-    int fd;         /* the memfd holding its image, or -1 */
-};
-
-/* The file being read, with what its frames build. Main thread. */
-struct file_read {
-    struct sluice_session *s;
-    struct tf_reader rd;
-    struct file_table *tables;
-    size_t n_tables;
-    uint64_t table_bytes;      /* all tables' bytes so far (FILE_TABLES_MAX) */
-    struct ring_state **rings; /* by number */
-    size_t n_rings;
-    int ended; /* END came */
-};
-
-/* One frame, named for a message: "chunk 3 of tid 1234 (frame at byte 5678)". */
-static const char *frame_name(const struct file_read *f, size_t i, char *buf, size_t n)
-{
-    const struct tf_ref *x = &f->rd.ref[i];
-
-    if (x->h.type == SLUICE_TF_CHUNK && x->h.stream < f->n_rings && f->rings[x->h.stream]) {
-        snprintf(buf, n, "chunk %llu of tid %u (frame at byte %llu)",
-                 (unsigned long long)x->h.arg[0], f->rings[x->h.stream]->info.tid,
-                 (unsigned long long)x->offset);
-    } else if (x->h.type == SLUICE_TF_RING) {
-        snprintf(buf, n, "the start of tid %u's ring %u (frame at byte %llu)",
-                 (uint32_t)(x->h.arg[0] >> 32), x->h.stream, (unsigned long long)x->offset);
-    } else {
-        snprintf(buf, n, "%s frame at byte %llu", tf_type_name(x->h.type),
-                 (unsigned long long)x->offset);
-    }
-    return buf;
-}
-
-static int file_error(struct file_read *f, size_t i, int code, const char *why)
-{
-    char name[128];
-
-    return set_error(f->s, code, "%s: %s: %s", f->rd.path, frame_name(f, i, name, sizeof(name)),
-                     why);
-}
-
-/* Append a TABLE piece to its part; pieces come in order. 0 or an error. */
-static int file_piece(struct file_read *f, size_t i)
-{
-    const struct sluice_tf_frame *h = &f->rd.ref[i].h;
-    struct file_table *t;
-    uint8_t **part, *p;
-    uint64_t *have;
-    size_t len;
-    char why[320];
-    int rc;
-
-    if (h->arg[0] > 1) {
-        return file_error(f, i, -EPROTO, "names no table of the file");
-    }
-    t = &f->tables[h->stream];
-    part = h->arg[0] ? &t->log : &t->words;
-    have = h->arg[0] ? &t->n_log : &t->n_words;
-    if (h->arg[1] != *have) {
-        return file_error(f, i, -EPROTO, "a table piece out of order");
-    }
-    if (*have + h->raw_bytes > (h->arg[0] ? FILE_LOG_MAX : FILE_WORDS_MAX) ||
-        f->table_bytes + h->raw_bytes > FILE_TABLES_MAX) {
-        return file_error(f, i, -EPROTO,
-                          "a table past what a producer makes (256 MiB of descriptors, 64 MiB "
-                          "of module log, 1 GiB in all)");
-    }
-    p = realloc(*part, *have + h->raw_bytes + 1);
-    if (!p) {
-        return file_error(f, i, -ENOMEM, "out of memory");
-    }
-    *part = p;
-    rc = tf_reader__payload(&f->rd, i, p + *have, h->raw_bytes, &len, why, sizeof(why));
-    if (rc < 0) {
-        return file_error(f, i, rc, why);
-    }
-    *have += len;
-    f->table_bytes += len;
-    if (h->arg[0]) {
-        t->dropped = h->arg[2];
-    }
-    return 0;
-}
-
-/* Table @p t as a memfd laid out as the producer's (record.h), so block_table.c maps it. */
-static int file_image(struct file_table *t)
-{
-    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    uint64_t words = t->n_words / 8 * 8, log_at = SLUICE_BLOCKS_HDR_BYTES + words;
-    uint64_t bytes = (log_at + t->n_log + page - 1) / page * page;
-    struct sluice_blocks_hdr h = {
-        .magic = SLUICE_BLOCKS_MAGIC,
-        .version = SLUICE_FORMAT_VERSION,
-        .hdr_bytes = SLUICE_BLOCKS_HDR_BYTES,
-        .capacity_words = words / 8,
-        .used_words = words / 8,
-        .maps_offset = t->n_log ? log_at : 0,
-        .maps_capacity = t->n_log,
-        .maps_used = t->n_log,
-        .maps_dropped = t->dropped,
-    };
-
-    t->fd = memfd_create("sluice-table", MFD_CLOEXEC);
-    if (t->fd < 0 || ftruncate(t->fd, (off_t)bytes) < 0 ||
-        pwrite(t->fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
-        (words && pwrite(t->fd, t->words, words, SLUICE_BLOCKS_HDR_BYTES) != (ssize_t)words) ||
-        (t->n_log && pwrite(t->fd, t->log, t->n_log, (off_t)log_at) != (ssize_t)t->n_log)) {
-        return -errno;
-    }
-    t->bytes = bytes;
-    return 0;
-}
-
-/* Every table of the file, read before any chunk is decoded (workers only read them). */
-static int file_tables(struct file_read *f)
-{
-    size_t i, n = 0;
-
-    /* Numbers past the frame count are a damaged header's: its frame is named when read. */
-    for (i = 0; i < f->rd.n; i++) {
-        const struct sluice_tf_frame *h = &f->rd.ref[i].h;
-        uint64_t t = h->type == SLUICE_TF_TABLE  ? h->stream
-                     : h->type == SLUICE_TF_RING ? h->arg[2]
-                                                 : UINT64_MAX;
-
-        if (t < f->rd.n && t + 1 > n) {
-            n = (size_t)t + 1;
-        }
-    }
-    f->n_tables = n;
-    f->tables = calloc(n + 1, sizeof(*f->tables));
-    if (!f->tables) {
-        return set_error(f->s, -ENOMEM, "out of memory for %zu tables", n);
-    }
-    for (i = 0; i < n; i++) {
-        f->tables[i].fd = -1;
-    }
-    /* A bad piece ends its table there (the error names it): the chunks that need no
-     * more of it still decode, the ones that do are named as they fail. */
-    for (i = 0; i < f->rd.n; i++) {
-        const struct sluice_tf_frame *h = &f->rd.ref[i].h;
-
-        if (h->type == SLUICE_TF_TABLE && h->stream < n && !f->tables[h->stream].bad &&
-            (f->rd.ref[i].bad || file_piece(f, i) < 0)) {
-            f->tables[h->stream].bad = 1;
-            if (f->rd.ref[i].bad) {
-                file_error(f, i, -EPROTO, "its header is damaged");
-            }
-        }
-    }
-    for (i = 0; i < n; i++) {
-        int rc = file_image(&f->tables[i]);
-
-        if (rc < 0) {
-            return set_error(f->s, rc, "rebuilding table %zu: %s", i, strerror(-rc));
-        }
-        free(f->tables[i].words);
-        free(f->tables[i].log);
-        f->tables[i].words = f->tables[i].log = NULL;
-    }
-    return 0;
-}
-
-/* A RING frame: the ring's state, its table mapped (one more reference). */
-static int file_ring(struct file_read *f, size_t i)
-{
-    const struct sluice_tf_frame *h = &f->rd.ref[i].h;
-    struct ring_state *r;
-    char names[33] = {0}, why[320];
-    size_t len;
-    int rc;
-
-    if (h->stream >= f->n_rings || f->rings[h->stream]) {
-        return file_error(f, i, -EPROTO, "a ring number past the file's frames, or used twice");
-    }
-    rc = tf_reader__payload(&f->rd, i, names, 32, &len, why, sizeof(why));
-    if (rc < 0) {
-        return file_error(f, i, rc, why);
-    }
-    r = calloc(1, sizeof(*r));
-    if (!r) {
-        return file_error(f, i, -ENOMEM, "out of memory");
-    }
-    if (h->arg[2] != SLUICE_TF_NO_TABLE && h->arg[2] >= f->n_tables) {
-        free(r);
-        return file_error(f, i, -EPROTO, "names no table of the file");
-    }
-    if (h->arg[2] != SLUICE_TF_NO_TABLE) {
-        const struct file_table *t = &f->tables[h->arg[2]];
-
-        rc = block_tables__get(&f->s->tables, t->fd, 0, t->bytes, &r->bt, why, sizeof(why));
-        if (rc < 0) {
-            free(r);
-            return file_error(f, i, rc, why);
-        }
-        r->bt->snapshot_taken = 1;      /* the file says which chunk carries it */
-        r->bt->snapshot_at = h->arg[3]; /* before any chunk: workers read it */
-    }
-    r->s = f->s;
-    r->salvaged = -1;
-    r->file_no = h->stream;
-    copy_name(r->arch, names, sizeof(r->arch));
-    copy_name(r->comm, names + 16, sizeof(r->comm));
-    r->info = (struct sluice_thread_info){(uint32_t)h->arg[0],
-                                          (uint32_t)(h->arg[0] >> 32),
-                                          (uint32_t)h->arg[1],
-                                          (h->arg[1] >> 32) != 0,
-                                          r->arch,
-                                          r->comm};
-    f->rings[h->stream] = r;
-    *f->s->rings_tail = r;
-    f->s->rings_tail = &r->next;
-    f->s->n_rings++;
-    return 0;
-}
-
-/* The ring a CHUNK or RING_END frame names, if it is still being read. */
-static struct ring_state *file_ring_of(struct file_read *f, size_t i)
-{
-    uint32_t n = f->rd.ref[i].h.stream;
-
-    if (n >= f->n_rings || !f->rings[n]) {
-        file_error(f, i, -EPROTO, "names a thread whose start is not in the file");
-        return NULL;
-    }
-    if (f->rings[n]->file_done == FILE_ENDED) {
-        file_error(f, i, -EPROTO, "comes after its thread's end");
-    }
-    return f->rings[n]->file_done ? NULL : f->rings[n];
-}
-
-/* The ring's end, in its turn after its last chunk: its RING_END came (FILE_ENDED), or
- * its chunks stopped (FILE_STOPPED, the reason already said). */
-static void file_ring_end(struct ring_state *r, int how)
-{
-    r->file_done = how;
-    r->end.ring = &r->ord;
-    r->end.seq = r->seq;
-    r->end.last = 1;
-    order__push(&r->s->ord, &r->end);
-}
-
-/* A CHUNK frame: its records into a chunk, queued for the workers as a reader thread would. */
-static void file_chunk(struct file_read *f, size_t i)
-{
-    const struct sluice_tf_frame *h = &f->rd.ref[i].h;
-    struct ring_state *r = file_ring_of(f, i);
-    struct chunk *c;
-    char why[320];
-    int rc;
-
-    if (!r) {
-        return;
-    }
-    if (h->arg[0] != r->seq) {
-        file_error(f, i, -EPROTO, "out of order: the chunks before it are missing");
-        file_ring_end(r, FILE_STOPPED);
-        return;
-    }
-    c = chunk_pool__get(&f->s->pool); /* backpressure, as for a ring */
-    if (!c || !chunk__copy_area(c)) {
-        file_error(f, i, -ENOMEM, "out of memory for chunks");
-        if (c) {
-            chunk_pool__put(&f->s->pool, c);
-        }
-        file_ring_end(r, FILE_STOPPED);
-        return;
-    }
-    /* Read and checked here; decompressed by the worker (work()), in parallel. */
-    rc = tf_reader__stored(&f->rd, i, &c->packed, SLUICE_CHUNK_BYTES + 8, why, sizeof(why));
-    if (rc < 0 || c->packed->raw == 0 || c->packed->raw % 8) {
-        file_error(f, i, rc < 0 ? rc : -EPROTO, rc < 0 ? why : "not whole records");
-        if (c->packed) {
-            c->packed->len = 0;
-        }
-        chunk_pool__put(&f->s->pool, c);
-        file_ring_end(r, FILE_STOPPED); /* what follows a missing chunk is not its trace */
-        return;
-    }
-    frame_name(f, i, c->packed->name, sizeof(c->packed->name));
-    c->words = c->copy;
-    c->len = (size_t)c->packed->raw;
-    c->at = h->arg[1];
-    c->copied = 1;
-    c->blocks = r->bt;
-    c->ring = r;
-    c->ord.ring = &r->ord;
-    c->ord.seq = r->seq++;
-    c->maps_pos = h->arg[2];
-    c->snapshot = h->arg[3] != 0 && r->bt && r->bt->maps;
-    workq__push(&f->s->wq, c);
-}
-
-/* Every frame in file order, as the recorded session took them. */
-static void file_frames(struct file_read *f)
-{
-    size_t i;
-
-    for (i = 0; i < f->rd.n && !__atomic_load_n(&f->s->detaching, __ATOMIC_ACQUIRE); i++) {
-        const struct sluice_tf_frame *h = &f->rd.ref[i].h;
-        struct ring_state *r;
-
-        if (f->rd.ref[i].bad) {
-            /* Listed by the index, its header damaged: its thread stops there. */
-            file_error(f, i, -EPROTO, "its header is damaged");
-            if (h->type == SLUICE_TF_CHUNK && (r = file_ring_of(f, i))) {
-                file_ring_end(r, FILE_STOPPED);
-            }
-        } else if (h->type == SLUICE_TF_RING) {
-            file_ring(f, i);
-        } else if (h->type == SLUICE_TF_CHUNK) {
-            file_chunk(f, i);
-        } else if (h->type == SLUICE_TF_RING_END && (r = file_ring_of(f, i))) {
-            r->hdr_lost = h->arg[1];
-            r->salvaged = h->arg[2] ? (int64_t)(h->arg[2] - 1) : -1;
-            file_ring_end(r, FILE_ENDED);
-        } else if (h->type == SLUICE_TF_END) {
-            char msg[sizeof(f->s->err)] = {0}, why[320];
-            size_t len;
-
-            f->ended = 1;
-            if ((int64_t)h->arg[0] < 0) {
-                if (tf_reader__payload(&f->rd, i, msg, sizeof(msg) - 1, &len, why, sizeof(why)) <
-                    0) {
-                    snprintf(msg, sizeof(msg), "(its message: %s)", why);
-                }
-                for (char *p = msg; *p; p++) {
-                    *p = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p; /* one line */
-                }
-                set_error(f->s,
-                          h->arg[0] >= (uint64_t)INT32_MIN ? (int)(int64_t)h->arg[0] : -EPROTO,
-                          "as recorded: %s", msg);
-            }
-        }
-    }
-}
-
-/* The rings left open (a file cut short), ended; and why they were. */
-static void file_finish(struct file_read *f)
-{
-    size_t i;
-
-    if (f->rd.cut[0] && f->rd.cut_h.magic == SLUICE_TF_FRAME_MAGIC &&
-        f->rd.cut_h.type == SLUICE_TF_CHUNK && f->rd.cut_h.stream < f->n_rings &&
-        f->rings[f->rd.cut_h.stream]) {
-        set_error(f->s, -EPROTO,
-                  "%s: chunk %llu of tid %u: %s; the trace stops there (what came before was "
-                  "read)",
-                  f->rd.path, (unsigned long long)f->rd.cut_h.arg[0],
-                  f->rings[f->rd.cut_h.stream]->info.tid, f->rd.cut);
-    } else if (f->rd.cut[0]) {
-        set_error(f->s, -EPROTO, "%s: %s; the trace stops there (what came before was read)",
-                  f->rd.path, f->rd.cut);
-    } else if (!f->ended && !__atomic_load_n(&f->s->detaching, __ATOMIC_ACQUIRE)) {
-        set_error(f->s, -EPROTO,
-                  "%s: no END frame: the recording was cut short (what came before was read)",
-                  f->rd.path);
-    }
-    for (i = 0; i < f->n_rings; i++) {
-        if (f->rings[i] && !f->rings[i]->file_done) {
-            file_ring_end(f->rings[i], FILE_STOPPED);
-        }
-    }
-}
-
-static void file_free(struct file_read *f)
-{
-    for (size_t i = 0; i < f->n_tables; i++) {
-        free(f->tables[i].words);
-        free(f->tables[i].log);
-        if (f->tables[i].fd >= 0) {
-            close(f->tables[i].fd); /* the mappings keep what rings still hold */
-        }
-    }
-    free(f->tables);
-    free(f->rings);
-    tf_reader__close(&f->rd);
-}
-
-static int run_file(struct sluice_session *s)
-{
-    struct file_read f = {.s = s};
-    char why[400];
-    int err = tf_reader__open(&f.rd, s->file_path, why, sizeof(why));
-
-    if (err) {
-        return set_error(s, err, "%s", why);
-    }
-    f.n_rings = f.rd.n; /* ring numbers above the frame count are a damaged file's */
-    f.rings = calloc(f.n_rings + 1, sizeof(*f.rings));
-    if (!f.rings) {
-        file_free(&f);
-        return set_error(s, -ENOMEM, "out of memory for %zu rings", f.n_rings);
-    }
-    if (file_tables(&f) < 0 || start_stages(s) < 0) {
-        file_free(&f);
-        return s->err_code;
-    }
-    file_frames(&f);
-    file_finish(&f);
-    workq__finish(&s->wq);
-    order__finish(&s->ord);
-    chunk_pool__destroy(&s->pool);
-    for (struct ring_state *r = s->rings; r; r = r->next) {
-        r->counts.lost += r->hdr_lost;
-    }
-    file_free(&f);
     return s->err_code;
 }
 

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/**
+ * @file session_state.h
+ * @brief A session's state, shared by its two sources: the live rings
+ *        (session.c) and a trace file (file_source.c).
+ *
+ * Private to libsluice. Which thread owns which field is said at each; the
+ * stages (chunk pool, work queue, ordering thread) are the same whatever
+ * the source, and a source only makes ring states and pushes their chunks
+ * (numbered per ring from 0) and end markers.
+ */
+#ifndef SLUICE_SESSION_STATE_H
+#define SLUICE_SESSION_STATE_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "block_table.h"
+#include "chunk.h"
+#include "order.h"
+#include "ring_reader.h"
+#include "sluice/consumer.h"
+#include "workq.h"
+
+#define container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
+
+struct tf_writer;
+
+/** One guest thread's ring, read live or from a trace file. */
+struct ring_state {
+    struct order_ring ord;  /* ordering state; order_ring pointers map back here */
+    struct order_entry end; /* the end-of-ring marker, pushed once by the reader */
+    struct sluice_session *s;
+    struct ring_reader rd;  /* unmapped once the ring has ended (on_end), under rings_lock */
+    struct block_table *bt; /* its process's block table, or NULL; put when rd is unmapped */
+    struct sluice_thread_info info;
+    char arch[16];
+    char comm[16];
+    uint64_t seq;                /* reader thread: next chunk number */
+    int failed;                  /* atomic: a worker found a bad span; the reader stops */
+    int stopped;                 /* ordering thread: a bad span was reached; deliver no more */
+    uint64_t released;           /* atomic, ordering thread: end of the spans given back */
+    struct sluice_counts counts; /* ordering thread adds; read after it stopped */
+    uint64_t hdr_lost;           /* hdr->lost once the ring is drained */
+    int64_t salvaged;            /* reader thread: -1, or bytes recovered from a dead producer */
+    uint64_t stop;               /* reader thread: after a detach, read up to here (else ~0) */
+    int lossy;                   /* the jitter does not wait for us on this ring (take_lossy) */
+    uint64_t lost_seen;          /* reader thread, lossy: lost_events already put in the stream */
+    /* Recording (ordering thread), or read from a trace file (main thread). */
+    uint32_t file_no;     /* its number in the file */
+    uint64_t file_chunks; /* chunks written, or read */
+    uint64_t file_insns;  /* exec events of the chunks written */
+    int file_done;        /* read: 0, FILE_ENDED (its RING_END came) or FILE_STOPPED */
+    struct ring_state *next;
+};
+
+/** A session (sluice/consumer.h). */
+struct sluice_session {
+    int fd;
+    struct sluice_callbacks cb;
+    unsigned workers;
+    int lossless;
+    int ran;
+    int eof;         /* atomic: control socket at EOF, every head is final */
+    int detaching;   /* atomic: sluice_session__detach() was called */
+    int wake[2];     /* pipe: detach writes a byte, the control thread's poll wakes */
+    int welcome_ms;  /* how long to wait for WELCOME; -1: as long as it takes */
+    uint64_t events; /* atomic: records decoded */
+    uint64_t lost;   /* atomic: events LOST records delivered said were lost */
+    struct ring_state *rings, **rings_tail;
+    size_t n_rings;
+    struct block_tables tables; /* one per arena, shared by its rings */
+    /* Our tail file (WELCOME's; record.h), mapped as far as it may grow,
+     * or NULL; and its descriptor, to see how far it has grown (add_ring). */
+    struct sluice_ring_tail *tails;
+    int tails_fd;
+    struct chunk_pool pool;
+    struct workq wq;
+    struct order ord;
+    pthread_mutex_t err_lock;
+    /* Ended rings are unmapped by the ordering thread while the control
+     * thread may wake the others: rings_lock orders the two. It also
+     * guards readers_live, the reader threads not yet finished (they are
+     * detached: a guest making and ending threads by the thousand must
+     * not leave a stack and a mapping behind for each). */
+    pthread_mutex_t rings_lock;
+    pthread_cond_t readers_done;
+    unsigned readers_live; /* changed under rings_lock, atomically: progress() reads it */
+    int err_code;          /* first error, negative errno */
+    char err[512];
+    struct tf_writer *rec; /* recording into a trace file (opts->record), or NULL */
+    uint32_t rec_rings;    /* ordering thread: rings numbered in it so far */
+    char *file_path;       /* a session of a trace file (sluice_session__open_file()), or NULL */
+};
+
+/**
+ * Record the first error of @p s (later ones are usually consequences):
+ * @p code, a negative errno, and a one-line message. Any thread.
+ * @return @p code.
+ */
+int session_error(struct sluice_session *s, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/**
+ * Start the stages: the chunk pool, the ordering thread and the workers.
+ * Main thread, once.
+ * @return 0, or a negative errno (the session's error set).
+ */
+int session_start_stages(struct sluice_session *s);
+
+/**
+ * After the source's last push: let the workers and the ordering thread
+ * deliver everything, stop them, free the pool, and add each ring's
+ * header-counted lost events to its counts. Main thread.
+ */
+void session_finish_stages(struct sluice_session *s);
+
+/** Copy at most @p n - 1 bytes of a fixed-size, maybe unterminated, field. */
+static inline void session_copy_name(char *dst, const char *src, size_t n)
+{
+    memcpy(dst, src, n - 1);
+    dst[n - 1] = '\0';
+}
+
+/**
+ * The trace file source (file_source.c): read s->file_path to its end
+ * through the stages, as sluice_session__open_file() says. Main thread.
+ * @return 0, or the session's first error.
+ */
+int file_source__run(struct sluice_session *s);
+
+#endif /* SLUICE_SESSION_STATE_H */
