@@ -531,6 +531,16 @@ static int open_outputs(const struct run_args *a, struct tool_env *env)
     return 0;
 }
 
+/* Close the tool's output (-o FILE); 1 if that failed (said on stderr), else 0. */
+static int close_output(struct tool_env *env, const struct run_args *a)
+{
+    if (env->out != stderr && fclose(env->out) != 0) {
+        fprintf(stderr, "sluice: %s: %s\n", a->out, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
 /* Whether a status line may own stderr: a terminal, which the tool's output @p out is not. */
 static int status_line_ok(FILE *out)
 {
@@ -593,10 +603,7 @@ static int cmd_run(int argc, char **argv)
     failed |= a.tool->report(&env, s, now() - t0) != 0;
     /* Text beside a JSON report would break it: then the line goes to stderr. */
     report_unclosed(env.json ? stderr : env.out, s, status);
-    if (env.out != stderr && fclose(env.out) != 0) {
-        fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
-        failed = 1;
-    }
+    failed |= close_output(&env, &a);
     sluice_session__free(s);
     filter_arg_cleanup(&a.filter);
     launch_exit_like(status, failed);
@@ -631,6 +638,19 @@ static struct sluice_session *detach_none(void)
     return s;
 }
 
+/* SIGINT, SIGTERM (and SIGHUP if @p hup) detach the session from now on. */
+static void detach_on_signals(int hup)
+{
+    struct sigaction sa = {.sa_handler = on_detach_signal};
+
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    if (hup) {
+        sigaction(SIGHUP, &sa, NULL);
+    }
+}
+
 /* One line saying why attaching to @p pid failed (errno @p err). */
 static void attach_failed(uint32_t pid, int err)
 {
@@ -655,7 +675,6 @@ static int cmd_attach(int argc, char **argv)
     struct tool_env env = {.out = stderr, .name = "stderr"};
     struct sluice_callbacks cb = {.sz = sizeof(cb)};
     struct sluice_consumer_opts opts = {.sz = sizeof(opts)};
-    struct sigaction sa = {.sa_handler = on_detach_signal};
     struct sluice_counts unused;
     struct progress prog = {0};
     struct run_args a;
@@ -672,10 +691,7 @@ static int cmd_attach(int argc, char **argv)
     opts.lossy = a.lossy;
     opts.record = a.record;
     a.tool->setup(&env, &cb);
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    detach_on_signals(1);
     attached = sluice_session__attach(a.pid, &cb, &opts);
     if (!attached) {
         attach_failed(a.pid, errno);
@@ -708,10 +724,7 @@ static int cmd_attach(int argc, char **argv)
             : failed                           ? "stopped, on the error above, tracing"
                                                : "traced to the end of",
             a.pid, now() - t0);
-    if (env.out != stderr && fclose(env.out) != 0) {
-        fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
-        failed = 1;
-    }
+    failed |= close_output(&env, &a);
     sluice_session__free(detach_none());
     return failed;
 }
@@ -725,7 +738,6 @@ static int cmd_report(int argc, char **argv)
     struct tool_env env = {.out = stderr, .name = "stderr"};
     struct sluice_callbacks cb = {.sz = sizeof(cb)};
     struct sluice_consumer_opts opts = {.sz = sizeof(opts)};
-    struct sigaction sa = {.sa_handler = on_detach_signal};
     struct sluice_counts unused;
     struct progress prog = {0};
     struct run_args a;
@@ -745,9 +757,7 @@ static int cmd_report(int argc, char **argv)
         fprintf(stderr, "sluice: report %s: %s\n", a.trace, strerror(errno));
         return 2;
     }
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    detach_on_signals(0);
     if (status_line_ok(env.out)) {
         progress_start(&prog, attached);
     }
@@ -768,10 +778,7 @@ static int cmd_report(int argc, char **argv)
     }
     failed |= a.tool->report(&env, attached, now() - t0) != 0;
     report_unclosed(env.json ? stderr : env.out, attached, -1);
-    if (env.out != stderr && fclose(env.out) != 0) {
-        fprintf(stderr, "sluice: %s: %s\n", a.out, strerror(errno));
-        failed = 1;
-    }
+    failed |= close_output(&env, &a);
     sluice_session__free(detach_none());
     return failed;
 }
