@@ -252,6 +252,7 @@ static int file_ring(struct file_read *f, size_t i)
                                           r->arch,
                                           r->comm};
     f->rings[h->stream] = r;
+    __atomic_add_fetch(&f->s->readers_live, 1, __ATOMIC_RELAXED);
     *f->s->rings_tail = r;
     f->s->rings_tail = &r->next;
     f->s->n_rings++;
@@ -277,6 +278,8 @@ static struct ring_state *file_ring_of(struct file_read *f, size_t i)
  * its chunks stopped (FILE_STOPPED, the reason already said). */
 static void file_ring_end(struct ring_state *r, int how)
 {
+    /* Threads "being read", for the status line: started and not ended in the file so far. */
+    __atomic_sub_fetch(&r->s->readers_live, 1, __ATOMIC_RELAXED);
     r->file_done = how;
     r->end.ring = &r->ord;
     r->end.seq = r->seq;

@@ -239,6 +239,9 @@ static int parse_args(int argc, char **argv, struct run_args *a, enum mode mode)
             if (v[0] == '-' || !v[0]) {
                 return usage_error("--record wants a file name, not '%s'", v);
             }
+            if (a->record) {
+                return usage_error("--record given twice (the second: '%s')", v);
+            }
             a->record = v;
         } else if (strcmp(argv[i], "--syscalls") == 0) {
             if (report) {
@@ -281,12 +284,16 @@ static int parse_args(int argc, char **argv, struct run_args *a, enum mode mode)
             return usage_error("unknown or incomplete option '%s'", argv[i]);
         }
     }
-    if (a->json && (a->tool == &tool_dump || a->tool == &tool_cov)) {
+    if (a->json && (a->tool == &tool_dump || a->tool == &tool_cov || a->tool == &tool_record)) {
         return usage_error("%s", "--json goes with --tool stats, pcsum or pcsum-batch");
     }
     if (a->dump && a->tool != &tool_dump) {
         return usage_error("%s", "--raw, --maps, --no-symbols, --no-disasm and --lines go with "
                                  "--tool dump");
+    }
+    if ((a->dump & TOOL_DUMP_MAPS) && !(a->dump & TOOL_DUMP_RAW)) {
+        return usage_error("%s", "--maps goes with --raw (dump for people shows the mappings "
+                                 "anyway)");
     }
     if ((a->dump & TOOL_DUMP_RAW) &&
         (a->dump & (TOOL_DUMP_NO_SYMBOLS | TOOL_DUMP_NO_DISASM | TOOL_DUMP_LINES))) {
@@ -497,7 +504,7 @@ static void report_not_started(int status, const struct sluice_session *s)
 static int open_outputs(const struct run_args *a, struct tool_env *env)
 {
     struct stat rec, out;
-    int fd;
+    int fd, created = 0;
 
     env->json = a->json;
     env->dump = a->dump;
@@ -505,27 +512,33 @@ static int open_outputs(const struct run_args *a, struct tool_env *env)
     env->out = stderr;
     env->name = a->out ? a->out : "stderr";
     if (a->record) {
+        created = access(a->record, F_OK) != 0;
         fd = open(a->record, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
         if (fd < 0 || fstat(fd, &rec) < 0 || !S_ISREG(rec.st_mode)) {
             fprintf(stderr, "sluice: %s: %s\n", a->record,
-                    fd < 0 ? strerror(errno) : "--record wants a regular file");
+                    fd < 0 ? strerror(errno) : "a trace file must be a regular file");
             if (fd >= 0) {
                 close(fd);
             }
             return 2;
         }
         close(fd);
+        /* Before -o is opened (and so emptied): the two must not be one file. */
+        if (a->out && stat(a->out, &out) == 0 && out.st_dev == rec.st_dev &&
+            out.st_ino == rec.st_ino) {
+            fprintf(stderr, "sluice: %s: -o and --record name the same file\n", a->out);
+            if (created) {
+                unlink(a->record);
+            }
+            return 2;
+        }
     }
     if (a->out && !(env->out = fopen(a->out, "we"))) {
         fprintf(stderr, "sluice: %s: %s\n", a->out, strerror(errno));
         env->out = stderr;
-        return 2;
-    }
-    if (a->out && a->record && fstat(fileno(env->out), &out) == 0 && out.st_dev == rec.st_dev &&
-        out.st_ino == rec.st_ino) {
-        fprintf(stderr, "sluice: %s: -o and --record name the same file\n", a->out);
-        fclose(env->out);
-        env->out = stderr;
+        if (a->record && created) {
+            unlink(a->record); /* made just now, for nothing */
+        }
         return 2;
     }
     return 0;
@@ -542,9 +555,10 @@ static int close_output(struct tool_env *env, const struct run_args *a)
 }
 
 /* Whether a status line may own stderr: a terminal, which the tool's output @p out is not. */
-static int status_line_ok(FILE *out)
+static int status_line_ok(const struct tool_env *env)
 {
-    return isatty(STDERR_FILENO) && !isatty(fileno(out));
+    return isatty(STDERR_FILENO) &&
+           (env->out == stderr ? env->tool_out_none : !isatty(fileno(env->out)));
 }
 
 static int cmd_run(int argc, char **argv)
@@ -578,7 +592,7 @@ static int cmd_run(int argc, char **argv)
     }
     /* The status line shares stderr with the guest's: only when the guest's
      * stdout is not the terminal. */
-    if (status_line_ok(env.out) && !isatty(STDOUT_FILENO)) {
+    if (status_line_ok(&env) && !isatty(STDOUT_FILENO)) {
         progress_start(&prog, s);
     }
     t0 = now();
@@ -703,7 +717,7 @@ static int cmd_attach(int argc, char **argv)
     if (detach_early) {
         sluice_session__detach(attached);
     }
-    if (status_line_ok(env.out)) {
+    if (status_line_ok(&env)) {
         progress_start(&prog, attached);
     }
     t0 = now();
@@ -758,7 +772,7 @@ static int cmd_report(int argc, char **argv)
         return 2;
     }
     detach_on_signals(0);
-    if (status_line_ok(env.out)) {
+    if (status_line_ok(&env)) {
         progress_start(&prog, attached);
     }
     t0 = now();

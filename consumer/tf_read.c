@@ -116,6 +116,9 @@ static int scan(struct tf_reader *r)
         if (!plausible(&h, at, r->size, r->cut, sizeof(r->cut))) {
             r->cut_h = h; /* a frame whose end is cut off can still be named */
             r->cut_at = at;
+            if (r->n && r->ref[r->n - 1].h.type == SLUICE_TF_END) {
+                r->cut[0] = '\0'; /* only the index or trailer: every event is there */
+            }
             break;
         }
         if (add_ref(r, &cap, at, &h) < 0) {
@@ -231,8 +234,10 @@ int tf_reader__open(struct tf_reader *r, const char *path, char *err, size_t err
         r->indexed = 1;
     }
     if (r->n == 0 || r->ref[0].h.type != SLUICE_TF_FILE || r->ref[0].offset != 0) {
-        snprintf(err, errlen, "%s: not a sluice trace file (%s)", path,
-                 r->cut[0] ? r->cut : "no FILE frame first");
+        snprintf(err, errlen,
+                 "%s: not a sluice trace file (its first bytes are no frame "
+                 "header)",
+                 path);
         tf_reader__close(r);
         return -EPROTO;
     }

@@ -14,6 +14,7 @@ typedef unsigned long long ull;
 static void setup(struct tool_env *env, struct sluice_callbacks *cb)
 {
     cb->user = env;
+    env->tool_out_none = 1; /* its one line comes after the trace */
 }
 
 static int report(struct tool_env *env, struct sluice_session *s, double seconds)

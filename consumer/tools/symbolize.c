@@ -14,6 +14,7 @@
  * could name /dev/zero), names are cut and cleaned like paths, and files and
  * bytes read are bounded.
  */
+#include <errno.h>
 #include <capstone/capstone.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
@@ -88,7 +89,8 @@ static struct {
     unsigned n_modules;
     uint64_t image_bytes; /* read into images, in all */
     int said_no_disasm, said_full;
-    uint64_t unknown; /* atomic */
+    unsigned said_unreadable; /* files said unreadable (unreadable()) */
+    uint64_t unknown;         /* atomic */
     pthread_key_t key;
     int key_made;
 } sym = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -317,6 +319,20 @@ static void module_read_elf(struct module *m)
     module_read_symbols(m);
 }
 
+/* Most files said unreadable, one line each; then one line for the rest. */
+#define MAX_SAID_UNREADABLE 16
+
+/* Say that @p path cannot be read, so its code goes unnamed (once per file, up to a bound). */
+static void unreadable(const char *path, const char *why)
+{
+    if (sym.said_unreadable < MAX_SAID_UNREADABLE) {
+        fprintf(stderr, "sluice: dump: %s: %s: its code is shown as path@offset\n", path, why);
+    } else if (sym.said_unreadable == MAX_SAID_UNREADABLE) {
+        fprintf(stderr, "sluice: dump: more files cannot be read (not said one by one)\n");
+    }
+    sym.said_unreadable++;
+}
+
 /* Read @p m's file whole into m->image if it is a regular file now, opened
  * without blocking (a FIFO or device put at the path since the guest mapped
  * it is not read) and within the size bounds; says once when a bound is hit. */
@@ -328,6 +344,7 @@ static void read_image(struct module *m)
     int fd = open(m->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        unreadable(m->path, fd < 0 ? strerror(errno) : "not a regular file now");
         goto out;
     }
     if ((uint64_t)st.st_size > MAX_IMAGE_BYTES ||

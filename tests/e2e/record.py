@@ -232,8 +232,12 @@ def check_writing(args, tmp, data, problems):
     without harm to the live tool, and what was written still reads."""
     prog = ["--", "/usr/bin/sha256sum", data]
     same = os.path.join(tmp, "same.out")
+    kept = os.path.join(tmp, "kept.out")
+    with open(kept, "w") as f:
+        f.write("precious\n")
     for what, cmd in (("a character device", ["--record", "/dev/full"]),
                       ("the -o file", ["-o", same, "--record", same]),
+                      ("an existing -o file", ["-o", kept, "--record", kept]),
                       ("an option", ["--record", "--tool"])):
         rc, _, err = sluice(args, ["run"] + cmd + prog, want_rc=None)
         lines = err.strip().splitlines()
@@ -241,6 +245,9 @@ def check_writing(args, tmp, data, problems):
         if rc != 2 or len(lines) != 1 or "sha256" in err:
             problems.append("record to %s: exit %d, %r: want exit 2 and one line, the guest "
                             "not started" % (what, rc, err))
+    with open(kept) as f:
+        if f.read() != "precious\n":
+            problems.append("record to an existing -o file: refused, but the file was emptied")
     # ulimit -f: the file stops at the limit (SIGXFSZ ignored), the live report is whole.
     trace, live = os.path.join(tmp, "limited.sltr"), os.path.join(tmp, "limited.json")
 
