@@ -213,6 +213,15 @@ int block_tables__get(struct block_tables *ts, int fd, uint64_t offset, uint64_t
     return rc;
 }
 
+void block_tables__ref(struct block_tables *ts, struct block_table *bt)
+{
+    if (bt) {
+        pthread_mutex_lock(&ts->lock);
+        bt->refs++;
+        pthread_mutex_unlock(&ts->lock);
+    }
+}
+
 void block_tables__put(struct block_tables *ts, struct block_table *bt)
 {
     struct block_table **p;

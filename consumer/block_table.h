@@ -91,6 +91,9 @@ void block_tables__init(struct block_tables *ts);
 int block_tables__get(struct block_tables *ts, int fd, uint64_t offset, uint64_t bytes,
                       struct block_table **out, char *err, size_t errlen);
 
+/** One more reference to @p bt, which the caller holds one of. NULL is ignored. */
+void block_tables__ref(struct block_tables *ts, struct block_table *bt);
+
 /** Drop a reference from block_tables__get(); the last one unmaps. NULL is ignored. */
 void block_tables__put(struct block_tables *ts, struct block_table *bt);
 

@@ -39,9 +39,8 @@ struct file_table {
     uint8_t *words, *log;
     uint64_t n_words, n_log; /* bytes */
     uint64_t dropped;
-    uint64_t bytes; /* its image's */
-    int bad;        /* a piece was bad: it ends before it */
-    int fd;         /* the memfd holding its image, or -1 */
+    int bad;                /* a piece was bad: it ends before it */
+    struct block_table *bt; /* its image, mapped (the file's reference), or NULL */
 };
 
 /* The file being read, with what its frames build. Main thread. */
@@ -126,8 +125,13 @@ static int file_piece(struct file_read *f, size_t i)
     return 0;
 }
 
-/* Table @p t as a memfd laid out as the producer's (record.h), so block_table.c maps it. */
-static int file_image(struct file_table *t)
+/*
+ * Table @p t as a memfd laid out as the producer's (record.h), mapped by
+ * block_table.c into t->bt (the file's reference, put by file_free()); the
+ * descriptor is closed at once (the mapping keeps it), so a trace of
+ * thousands of processes holds none.
+ */
+static int file_image(struct file_read *f, struct file_table *t)
 {
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t words = t->n_words / 8 * 8, log_at = SLUICE_BLOCKS_HDR_BYTES + words;
@@ -144,15 +148,24 @@ static int file_image(struct file_table *t)
         .maps_dropped = t->dropped,
     };
 
-    t->fd = memfd_create("sluice-table", MFD_CLOEXEC);
-    if (t->fd < 0 || ftruncate(t->fd, (off_t)bytes) < 0 ||
-        pwrite(t->fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
-        (words && pwrite(t->fd, t->words, words, SLUICE_BLOCKS_HDR_BYTES) != (ssize_t)words) ||
-        (t->n_log && pwrite(t->fd, t->log, t->n_log, (off_t)log_at) != (ssize_t)t->n_log)) {
-        return -errno;
+    char why[160];
+    int fd = memfd_create("sluice-table", MFD_CLOEXEC), rc;
+
+    if (fd < 0 || ftruncate(fd, (off_t)bytes) < 0 ||
+        pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+        (words && pwrite(fd, t->words, words, SLUICE_BLOCKS_HDR_BYTES) != (ssize_t)words) ||
+        (t->n_log && pwrite(fd, t->log, t->n_log, (off_t)log_at) != (ssize_t)t->n_log)) {
+        rc = -errno;
+        snprintf(why, sizeof(why), "%s", strerror(errno));
+    } else {
+        rc = block_tables__get(&f->s->tables, fd, 0, bytes, &t->bt, why, sizeof(why));
     }
-    t->bytes = bytes;
-    return 0;
+    if (fd >= 0) {
+        close(fd);
+    }
+    return rc < 0 ? session_error(f->s, rc, "%s: rebuilding the table of its process %zu: %s",
+                                  f->rd.path, (size_t)(t - f->tables), why)
+                  : 0;
 }
 
 /* Every table of the file, read before any chunk is decoded (workers only read them). */
@@ -176,9 +189,6 @@ static int file_tables(struct file_read *f)
     if (!f->tables) {
         return session_error(f->s, -ENOMEM, "out of memory for %zu tables", n);
     }
-    for (i = 0; i < n; i++) {
-        f->tables[i].fd = -1;
-    }
     /* A bad piece ends its table there (the error names it): the chunks that need no
      * more of it still decode, the ones that do are named as they fail. */
     for (i = 0; i < f->rd.n; i++) {
@@ -193,10 +203,8 @@ static int file_tables(struct file_read *f)
         }
     }
     for (i = 0; i < n; i++) {
-        int rc = file_image(&f->tables[i]);
-
-        if (rc < 0) {
-            return session_error(f->s, rc, "rebuilding table %zu: %s", i, strerror(-rc));
+        if (file_image(f, &f->tables[i]) < 0) {
+            return f->s->err_code;
         }
         free(f->tables[i].words);
         free(f->tables[i].log);
@@ -230,15 +238,10 @@ static int file_ring(struct file_read *f, size_t i)
         return file_error(f, i, -EPROTO, "names no table of the file");
     }
     if (h->arg[2] != SLUICE_TF_NO_TABLE) {
-        const struct file_table *t = &f->tables[h->arg[2]];
-
-        rc = block_tables__get(&f->s->tables, t->fd, 0, t->bytes, &r->bt, why, sizeof(why));
-        if (rc < 0) {
-            free(r);
-            return file_error(f, i, rc, why);
-        }
-        r->bt->snapshot_taken = 1;      /* the file says which chunk carries it */
-        r->bt->snapshot_at = h->arg[3]; /* before any chunk: workers read it */
+        r->bt = f->tables[h->arg[2]].bt;
+        block_tables__ref(&f->s->tables, r->bt); /* the ring's, put when it ends */
+        r->bt->snapshot_taken = 1;               /* the file says which chunk carries it */
+        r->bt->snapshot_at = h->arg[3];          /* before any chunk: workers read it */
     }
     r->s = f->s;
     r->salvaged = -1;
@@ -300,7 +303,9 @@ static void file_chunk(struct file_read *f, size_t i)
         return;
     }
     if (h->arg[0] != r->seq) {
-        file_error(f, i, -EPROTO, "out of order: the chunks before it are missing");
+        file_error(f, i, -EPROTO,
+                   h->arg[0] < r->seq ? "a repeat of a chunk read before"
+                                      : "out of order: the chunks before it are missing");
         file_ring_end(r, FILE_STOPPED);
         return;
     }
@@ -415,9 +420,7 @@ static void file_free(struct file_read *f)
     for (size_t i = 0; i < f->n_tables; i++) {
         free(f->tables[i].words);
         free(f->tables[i].log);
-        if (f->tables[i].fd >= 0) {
-            close(f->tables[i].fd); /* the mappings keep what rings still hold */
-        }
+        block_tables__put(&f->s->tables, f->tables[i].bt); /* rings hold their own */
     }
     free(f->tables);
     free(f->rings);

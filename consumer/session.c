@@ -182,37 +182,42 @@ static void on_start(void *ctx, struct order_ring *o)
 static void report_bad_span(struct sluice_session *s, struct ring_state *r, const struct chunk *c)
 {
     unsigned long long at = c->bad_at, end = c->at + c->len;
+    char where[400];
+
+    /* Live: the ring. A trace file's: the file, and the chunk with its thread. */
+    if (s->file_path) {
+        snprintf(where, sizeof(where), "%s: chunk %llu of tid %u", s->file_path,
+                 (unsigned long long)c->ord.seq, r->info.tid);
+    } else {
+        snprintf(where, sizeof(where), "ring of tid %u", r->info.tid);
+    }
 
     if (c->bad == CHUNK_BAD_LAPPED) {
-        session_error(
-            s, -EPROTO,
-            "ring of tid %u: overrun, the producer overwrote position %llu while it was read",
-            r->info.tid, (unsigned long long)c->at);
+        session_error(s, -EPROTO,
+                      "%s: overrun, the producer overwrote position %llu while it was read", where,
+                      (unsigned long long)c->at);
     } else if (c->bad == CHUNK_BAD_BLOCK) {
-        session_error(
-            s, -EPROTO,
-            "ring of tid %u: invalid BLOCK record 0x%016llx (block %llu) at position %llu: "
-            "%s",
-            r->info.tid, (unsigned long long)c->bad_hdr,
-            (unsigned long long)sluice_block_id(c->bad_hdr), at, c->bad_why);
+        session_error(s, -EPROTO,
+                      "%s: invalid BLOCK record 0x%016llx (block %llu) at position %llu: "
+                      "%s",
+                      where, (unsigned long long)c->bad_hdr,
+                      (unsigned long long)sluice_block_id(c->bad_hdr), at, c->bad_why);
     } else if (c->bad == CHUNK_BAD_PC || c->bad == CHUNK_BAD_MAP) {
-        session_error(s, -EPROTO, "ring of tid %u: record 0x%016llx at position %llu: %s",
-                      r->info.tid, (unsigned long long)c->bad_hdr, at, c->bad_why);
+        session_error(s, -EPROTO, "%s: record 0x%016llx at position %llu: %s", where,
+                      (unsigned long long)c->bad_hdr, at, c->bad_why);
     } else if (c->bad == CHUNK_BAD_FILE) {
         session_error(s, -EPROTO, "%s: %s", s->file_path, c->bad_why);
     } else if (c->bad == CHUNK_BAD_NOMEM) {
-        session_error(s, -ENOMEM,
-                      "ring of tid %u: out of memory for the events of the block at position %llu",
-                      r->info.tid, at);
+        session_error(s, -ENOMEM, "%s: out of memory for the events of the block at position %llu",
+                      where, at);
     } else if (c->bad == CHUNK_BAD_HEADER) {
-        session_error(s, -EPROTO,
-                      "ring of tid %u: invalid record header 0x%016llx at position %llu",
-                      r->info.tid, (unsigned long long)c->bad_hdr, at);
+        session_error(s, -EPROTO, "%s: invalid record header 0x%016llx at position %llu", where,
+                      (unsigned long long)c->bad_hdr, at);
     } else {
         session_error(s, -EPROTO,
-                      "ring of tid %u: record at position %llu (%u words) crosses the end of its "
+                      "%s: record at position %llu (%u words) crosses the end of its "
                       "span at %llu (head or a chunk boundary)",
-                      r->info.tid, at, sluice_rec_words(c->bad_hdr), end);
+                      where, at, sluice_rec_words(c->bad_hdr), end);
     }
 }
 

@@ -512,11 +512,13 @@ static int open_outputs(const struct run_args *a, struct tool_env *env)
     env->out = stderr;
     env->name = a->out ? a->out : "stderr";
     if (a->record) {
-        created = access(a->record, F_OK) != 0;
-        fd = open(a->record, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
-        if (fd < 0 || fstat(fd, &rec) < 0 || !S_ISREG(rec.st_mode)) {
+        created = stat(a->record, &rec) != 0;
+        fd = created || S_ISREG(rec.st_mode)
+                 ? open(a->record, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644)
+                 : -2; /* (a FIFO is not even opened) */
+        if (fd == -1 || (fd >= 0 && fstat(fd, &rec) < 0) || !S_ISREG(rec.st_mode)) {
             fprintf(stderr, "sluice: %s: %s\n", a->record,
-                    fd < 0 ? strerror(errno) : "a trace file must be a regular file");
+                    fd == -1 ? strerror(errno) : "a trace file must be a regular file");
             if (fd >= 0) {
                 close(fd);
             }
@@ -532,6 +534,11 @@ static int open_outputs(const struct run_args *a, struct tool_env *env)
             }
             return 2;
         }
+    }
+    if (a->out && a->trace && stat(a->out, &out) == 0 && stat(a->trace, &rec) == 0 &&
+        out.st_dev == rec.st_dev && out.st_ino == rec.st_ino) {
+        fprintf(stderr, "sluice: %s: -o names the trace file report reads\n", a->out);
+        return 2;
     }
     if (a->out && !(env->out = fopen(a->out, "we"))) {
         fprintf(stderr, "sluice: %s: %s\n", a->out, strerror(errno));
@@ -778,9 +785,10 @@ static int cmd_report(int argc, char **argv)
     t0 = now();
     failed = sluice_session__run(attached) != 0;
     progress_stop(&prog);
-    if (failed && sluice_session__counts(attached, &unused, NULL, NULL, 0) == 0) {
+    if (sluice_session__counts(attached, &unused, NULL, NULL, 0) == 0) {
         /* Not a trace file, or nothing in it: nothing to report. */
-        fprintf(stderr, "sluice: report: %s\n", sluice_session__error(attached));
+        fprintf(stderr, "sluice: report: %s\n",
+                failed ? sluice_session__error(attached) : "no guest thread was recorded in it");
         if (env.out != stderr) {
             fclose(env.out);
         }

@@ -52,13 +52,14 @@ static int read_at(int fd, void *dst, size_t n, uint64_t at)
 static int plausible(const struct sluice_tf_frame *h, uint64_t at, uint64_t size, char *why,
                      size_t n)
 {
+    uint64_t most = h->type == SLUICE_TF_INDEX ? SLUICE_TF_MAX_INDEX : SLUICE_TF_MAX_RAW;
+
     if (h->magic != SLUICE_TF_FRAME_MAGIC || h->type < SLUICE_TF_FILE ||
         h->type > SLUICE_TF_TRAILER || (h->flags & ~SLUICE_TF_ZSTD)) {
         snprintf(why, n, "no frame header at byte %llu (damaged)", (unsigned long long)at);
         return 0;
     }
-    if (h->raw_bytes > SLUICE_TF_MAX_RAW ||
-        h->stored_bytes > ZSTD_compressBound(SLUICE_TF_MAX_RAW) ||
+    if (h->raw_bytes > most || h->stored_bytes > ZSTD_compressBound(most) ||
         (!(h->flags & SLUICE_TF_ZSTD) && h->stored_bytes != h->raw_bytes)) {
         snprintf(why, n, "%s frame at byte %llu claims %llu bytes (%llu stored): damaged",
                  tf_type_name(h->type), (unsigned long long)at, (unsigned long long)h->raw_bytes,
@@ -148,7 +149,7 @@ static int from_index(struct tf_reader *r)
     if (r->size < 3 * sizeof(t) || read_at(r->fd, &t, sizeof(t), r->size - sizeof(t)) < 0 ||
         !plausible(&t, r->size - sizeof(t), r->size, why, sizeof(why)) ||
         t.type != SLUICE_TF_TRAILER || t.arg[0] > r->size - 2 * sizeof(t) || t.arg[1] == 0 ||
-        t.arg[1] > SLUICE_TF_MAX_RAW / sizeof(*x)) {
+        t.arg[1] > SLUICE_TF_MAX_INDEX / sizeof(*x)) {
         return -1;
     }
     idx.offset = t.arg[0];
@@ -233,7 +234,7 @@ int tf_reader__open(struct tf_reader *r, const char *path, char *err, size_t err
     } else {
         r->indexed = 1;
     }
-    if (r->n == 0 || r->ref[0].h.type != SLUICE_TF_FILE || r->ref[0].offset != 0) {
+    if (r->n == 0 || r->ref[0].h.type != SLUICE_TF_FILE || r->ref[0].offset != 0 || r->ref[0].bad) {
         snprintf(err, errlen,
                  "%s: not a sluice trace file (its first bytes are no frame "
                  "header)",

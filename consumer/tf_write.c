@@ -363,6 +363,7 @@ int tf_writer__close(struct tf_writer *w, int result, int detached, const char *
 {
     struct sluice_tf_frame end = {.type = SLUICE_TF_END}, index = {.type = SLUICE_TF_INDEX},
                            trailer = {.type = SLUICE_TF_TRAILER};
+    struct stat st;
     uint64_t at;
     size_t frames;
     int rc;
@@ -372,10 +373,18 @@ int tf_writer__close(struct tf_writer *w, int result, int detached, const char *
     put_plain(w, &end, msg, strlen(msg));
     at = w->off;
     frames = w->n_index;
-    put_plain(w, &index, w->index, frames * sizeof(*w->index)); /* plain: any tool can seek */
-    trailer.arg[0] = at;
-    trailer.arg[1] = frames;
-    put_plain(w, &trailer, NULL, 0);
+    if (frames * sizeof(*w->index) <= SLUICE_TF_MAX_INDEX) {        /* else read from the start */
+        put_plain(w, &index, w->index, frames * sizeof(*w->index)); /* plain: any tool seeks */
+        trailer.arg[0] = at;
+        trailer.arg[1] = frames;
+        put_plain(w, &trailer, NULL, 0);
+    }
+    if (!w->err && fstat(w->fd, &st) == 0 && (st.st_nlink == 0 || (uint64_t)st.st_size < w->off)) {
+        w->err = -EIO;
+        snprintf(w->why, sizeof(w->why), "%s",
+                 st.st_nlink == 0 ? "the file was removed while it was recorded"
+                                  : "the file was cut by someone else while it was recorded");
+    }
     if (close(w->fd) < 0 && !w->err) {
         w->err = -errno;
         snprintf(w->why, sizeof(w->why), "close: %s", strerror(errno));

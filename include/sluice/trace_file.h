@@ -32,8 +32,10 @@
 #define SLUICE_TF_FRAME_MAGIC 0x52464c53u
 /** FILE frame arg[0]: this layout's version. */
 #define SLUICE_TF_VERSION 1u
-/** Most payload bytes a frame may claim once decompressed (a CHUNK is at most 256 KiB + 8). */
+/** Most payload bytes a frame but INDEX may claim once decompressed (a CHUNK: 256 KiB + 8). */
 #define SLUICE_TF_MAX_RAW (64ull << 20)
+/** Most bytes of an INDEX (33 M frames); a file with more frames has no INDEX and TRAILER. */
+#define SLUICE_TF_MAX_INDEX (1ull << 30)
 /** struct sluice_tf_frame.flags: the payload is zstd-compressed. */
 #define SLUICE_TF_ZSTD 1u
 /** No table: RING arg[2] of a ring whose producer has none. */
@@ -69,7 +71,7 @@ enum sluice_tf_type {
      *  not NUL-terminated, maybe empty. */
     SLUICE_TF_END = 6,
     /** Where every frame before it starts. Payload, never compressed: one struct
-     *  sluice_tf_index per frame, in file order. */
+     *  sluice_tf_index per frame, in file order, at most SLUICE_TF_MAX_INDEX bytes. */
     SLUICE_TF_INDEX = 7,
     /** Last frame. arg: [0] the INDEX frame's file offset, [1] frames before INDEX. */
     SLUICE_TF_TRAILER = 8,
@@ -83,7 +85,8 @@ struct sluice_tf_frame {
     uint32_t stream;       /**< the ring or table number the type says, else 0 */
     uint32_t crc;          /**< crc32 of this header (crc 0) and the stored payload */
     uint64_t stored_bytes; /**< payload bytes after the header */
-    uint64_t raw_bytes;    /**< payload bytes once decompressed, at most SLUICE_TF_MAX_RAW */
+    uint64_t raw_bytes;    /**< payload bytes once decompressed: SLUICE_TF_MAX_RAW at most
+                                (SLUICE_TF_MAX_INDEX for an INDEX) */
     uint64_t arg[4];       /**< per type: enum sluice_tf_type */
 };
 
