@@ -30,7 +30,7 @@ exit non-zero, and still deliver every chunk before the damage, in order:
 
 And where a recording cannot be written: a character device, the file -o
 writes, an option as the file name are refused in one line (exit 2) before the
-guest starts; under `ulimit -f` the recording stops at the limit, the guest
+guest starts, and so is report's -o naming the trace it reads; under `ulimit -f` the recording stops at the limit, the guest
 and the live report are whole (exit 1, saying so), and the file reads up to
 where it stopped.
 
@@ -248,6 +248,15 @@ def check_writing(args, tmp, data, problems):
     with open(kept) as f:
         if f.read() != "precious\n":
             problems.append("record to an existing -o file: refused, but the file was emptied")
+    # report -o naming the trace it reads: refused, the trace kept.
+    probe = os.path.join(tmp, "probe.sltr")
+    sluice(args, ["run", "--tool", "record", "-o", probe] + prog, what="record")
+    size = os.path.getsize(probe)
+    rc, _, err = sluice(args, ["report", probe, "-o", probe], want_rc=None)
+    print("report -o the trace: exit %d, %s" % (rc, err.strip()))
+    if rc != 2 or os.path.getsize(probe) != size:
+        problems.append("report -o naming its trace: exit %d, %d of %d bytes left: want exit 2 "
+                        "and the trace kept" % (rc, os.path.getsize(probe), size))
     # ulimit -f: the file stops at the limit (SIGXFSZ ignored), the live report is whole.
     trace, live = os.path.join(tmp, "limited.sltr"), os.path.join(tmp, "limited.json")
 
