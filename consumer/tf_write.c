@@ -25,8 +25,9 @@
 
 #include "sluice/trace_file.h"
 
-/* zstd's fastest level: a trace is mostly repeated block ids and
- * addresses, and the recorder must keep up with the stream. */
+/* A fast zstd level: the recorder must keep up with the stream, and on
+ * traces -1 is as small as 1 within 4% and up to 14% faster (zstd -b on
+ * the chunks of a gzip -9 trace); faster levels lose more than they gain. */
 #define PACK_LEVEL (-1)
 
 /* One process's table as written so far. */
@@ -100,9 +101,10 @@ static void stop(struct tf_writer *w, int err, const char *what)
     }
     w->err = err;
     snprintf(w->why, sizeof(w->why), "%s: %s", what, strerror(-err));
-    /* Cut back to the last whole frame, so a reader finds no half frame. */
+    /* Cut back to the last whole frame, so a reader finds no half frame (if the
+     * file cannot be cut, the reader names the half frame it ends with). */
     if (ftruncate(w->fd, (off_t)w->off) < 0) {
-        w->why[sizeof(w->why) - 1] = '\0';
+        return;
     }
 }
 
