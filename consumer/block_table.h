@@ -31,7 +31,7 @@ struct block_table {
     uint64_t capacity_words;             /**< validated copy: words readable at `data` */
     uint64_t serial;                     /**< unique to this table in the process (never 0) */
     struct maps *maps;                   /**< its module log, parsed as read; NULL if it has none */
-    uint64_t snapshot_at;                /**< the map the snapshot shows (session.c sets it) */
+    uint64_t snapshot_at;                /**< the map the snapshot shows (a source sets it) */
     int snapshot_fixed;                  /**< snapshot_at was set by the process's first ring */
     int snapshot_taken; /**< set by the first ring to deliver the snapshot (atomic) */
     /* Registry state, private to block_table.c. */

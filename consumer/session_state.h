@@ -2,7 +2,8 @@
 /**
  * @file session_state.h
  * @brief A session's state, shared by its two sources: the live rings
- *        (session.c) and a trace file (file_source.c).
+ *        (ring_source.c) and a trace file (file_source.c), and the stages
+ *        (session.c).
  *
  * Private to libsluice. Which thread owns which field is said at each; the
  * stages (chunk pool, work queue, ordering thread) are the same whatever
@@ -123,6 +124,22 @@ static inline void session_copy_name(char *dst, const char *src, size_t n)
     memcpy(dst, src, n - 1);
     dst[n - 1] = '\0';
 }
+
+/**
+ * The live source (ring_source.c): read the WELCOME (or the jitter's
+ * refusal) and map the tail file it brings. Main thread, before the stages
+ * start.
+ * @return 0, or a negative errno (the session's error set).
+ */
+int ring_source__welcome(struct sluice_session *s);
+
+/**
+ * The live source: receive RING messages and read each ring on its own
+ * thread, pushing its chunks and then its end marker, until the trace
+ * ends (or a detach) and every reader thread is done. Main thread, with
+ * the stages started.
+ */
+void ring_source__run(struct sluice_session *s);
 
 /**
  * The trace file source (file_source.c): read s->file_path to its end

@@ -54,7 +54,7 @@ struct tf_writer *tf_writer__open(const char *path, char *err, size_t errlen);
 /**
  * Ring @p ring (numbered by the caller from 0) of thread @p t starts; its
  * process's table is @p bt (or NULL), whose snapshot_at is final by now
- * (session.c add_ring). Ordering thread.
+ * (ring_source.c add_ring). Ordering thread.
  */
 void tf_writer__ring(struct tf_writer *w, uint32_t ring, const struct sluice_thread_info *t,
                      const struct block_table *bt);

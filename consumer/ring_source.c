@@ -1,0 +1,650 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * ring_source.c — a session's live source: the control socket and one
+ * reader thread per guest thread's ring.
+ *
+ * Threads: the session's main thread reads the control socket (WELCOME,
+ * then a RING message per guest thread) and maps each ring; each ring's
+ * reader thread (ring_thread) cuts the published records into spans
+ * (chunks), numbered per ring, without reading them, and pushes them to the
+ * workers (session.c). A reader must never wait on analysis except through
+ * the bounded chunk pool (which also bounds the ring bytes held), and must
+ * never trust the producer: every value it reads from a ring is checked
+ * (ring_reader.c), a bad ring is skipped to its end and the others go on.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "block_table.h"
+#include "chunk.h"
+#include "ctl_io.h"
+#include "ring_reader.h"
+#include "session_state.h"
+#include "workq.h"
+
+/*
+ * How long a reader sleeps on the futex before it looks again. Producers
+ * wake it when they publish or close, and the control thread when the
+ * stream ends, so this only bounds a missed wake-up; it is long because a
+ * guest with 10 000 threads has 10 000 readers (50 ms made them burn both
+ * cores waking up).
+ */
+#define WAIT_MS 1000
+
+/* What ctl_recv()'s @p n < 0 means, for a person. */
+static const char *recv_error(int n)
+{
+    return n == -EMFILE ? "a descriptor the jitter sent was dropped: too many open files here "
+                          "(ulimit -n)"
+                        : strerror(-n);
+}
+
+/* --- reader threads ------------------------------------------------------ */
+
+/* Whether the ring has ended: closed by its thread, or the whole trace
+ * ended. Both are checked before head so the head we then see is final. */
+static int ring_ended(struct ring_state *r)
+{
+    return ring_reader__closed(&r->rd) || __atomic_load_n(&r->s->eof, __ATOMIC_ACQUIRE);
+}
+
+/* After an error: once every span taken is out of the workers' hands (the
+ * producer must not overwrite a span being decoded), keep releasing the
+ * ring until it ends, so a lossless producer is never blocked by a reader
+ * that gave up on it. */
+static void discard_until_end(struct ring_state *r)
+{
+    while (__atomic_load_n(&r->released, __ATOMIC_ACQUIRE) < r->rd.pos) {
+        usleep(1000);
+    }
+    while (!ring_ended(r)) {
+        ring_reader__discard(&r->rd);
+        ring_reader__wait(&r->rd, WAIT_MS);
+    }
+    ring_reader__discard(&r->rd);
+}
+
+/*
+ * Put a LOST record of what the producer took from us since the last one
+ * (lost_events above lost_seen) in @p copy[0], if anything; returns 1 if
+ * it did. Reader thread, lossy rings.
+ */
+static int lost_word(struct ring_state *r, uint64_t *copy, uint64_t lost)
+{
+    uint64_t n = lost - r->lost_seen;
+
+    if (lost <= r->lost_seen) {
+        return 0; /* nothing new (a count that went back is a broken producer's: ignored) */
+    }
+    r->lost_seen = lost;
+    copy[0] = htole64((uint64_t)SLUICE_TAG_LOST << SLUICE_TAG_SHIFT |
+                      (n > SLUICE_PAYLOAD_MASK ? SLUICE_PAYLOAD_MASK : n));
+    return 1;
+}
+
+/*
+ * A lossy ring: read (tail, lost) as one pair and go on from where the
+ * producer left our tail if it took what lay before. 0 or -EPROTO.
+ */
+static int catch_up(struct ring_state *r, uint64_t *tail, uint64_t *lost)
+{
+    if (ring_reader__lost(&r->rd, tail, lost) < 0) {
+        return -EPROTO;
+    }
+    if (*tail > r->rd.pos) {
+        r->rd.pos = *tail; /* the producer took what lay before */
+    }
+    return 0;
+}
+
+/*
+ * A lossy ring's next span, into @p c: copied out of the ring, then taken
+ * by moving our tail from its start to its end (ring_reader__claim). If
+ * the producer moved the tail first, it took the span (lossy.c) and we go
+ * on from where it left the tail. What it took since the last span is put
+ * in front of the copy as a LOST record, so the worker delivers it in its
+ * place in the stream: the (tail, lost) pair is read before the claim, and
+ * the claim succeeds only if no take came between.
+ * Returns the span's bytes (0: nothing published), or a negative errno.
+ */
+static ssize_t take_lossy(struct ring_state *r, struct chunk *c)
+{
+    uint64_t *copy = chunk__copy_area(c);
+
+    if (!copy) {
+        return -ENOMEM;
+    }
+    for (int tries = 0;; tries++) {
+        uint64_t tail, lost, at;
+        const uint64_t *words;
+        ssize_t n;
+        int with_lost;
+
+        if (catch_up(r, &tail, &lost) < 0) {
+            return -EPROTO;
+        }
+        n = ring_reader__take(&r->rd, &words, &at);
+        if (n <= 0 || at != tail) {
+            if (n < 0 && tries < 1000) {
+                continue; /* lapped between the two loads: the producer took it, look again */
+            }
+            if (n > 0) {
+                r->rd.pos = at;
+                return session_error(r->s, -EPROTO, "ring of tid %u: tail %llu behind our %llu",
+                                     r->info.tid, (unsigned long long)tail, (unsigned long long)at);
+            }
+            return n;
+        }
+        memcpy(copy + 1, words, (size_t)n);
+        if (!ring_reader__claim(&r->rd, at, at + (uint64_t)n)) {
+            r->rd.pos = at; /* taken by the producer: start again from its tail */
+            continue;
+        }
+        with_lost = lost_word(r, copy, lost);
+        c->words = copy + 1 - with_lost;
+        c->at = at - 8 * (uint64_t)with_lost;
+        c->len = (size_t)n + 8 * (size_t)with_lost;
+        c->copied = 1;
+        return n;
+    }
+}
+
+/*
+ * The module log position the chunk's records are read against (after
+ * its span was taken: every change made before they ran is below it), and
+ * whether it carries its process's snapshot: the first chunk the session
+ * reads of any ring of that process does.
+ */
+static void chunk_maps(struct ring_state *r, struct chunk *c)
+{
+    struct block_table *bt = r->bt;
+
+    c->maps_pos = bt && bt->maps ? maps__used(bt->maps) : 0;
+    c->snapshot = bt && bt->maps && !__atomic_exchange_n(&bt->snapshot_taken, 1, __ATOMIC_RELAXED);
+}
+
+/* A lossy ring ended: what the producer took after its last span, as a
+ * chunk of one LOST record. Reader thread. */
+static void lost_at_end(struct ring_state *r)
+{
+    struct sluice_session *s = r->s;
+    uint64_t tail, lost;
+    struct chunk *c;
+
+    if (!r->lossy || ring_reader__lost(&r->rd, &tail, &lost) < 0 || lost == r->lost_seen ||
+        !(c = chunk_pool__get(&s->pool)) || !chunk__copy_area(c)) {
+        return;
+    }
+    if (!lost_word(r, c->copy, lost)) {
+        chunk_pool__put(&s->pool, c);
+        return;
+    }
+    c->words = c->copy;
+    c->len = 8;
+    c->at = r->rd.pos - 8;
+    c->copied = 1;
+    c->blocks = r->bt;
+    c->ring = r;
+    c->ord.ring = &r->ord;
+    c->ord.seq = r->seq++;
+    chunk_maps(r, c);
+    workq__push(&s->wq, c);
+}
+
+/*
+ * Bytes published past our position on a lossy ring: first on from where
+ * the producer left our tail if it took what lay before (a ring behind is
+ * no error then: lossy.c took those bytes before it overwrote them).
+ */
+static int64_t lossy_avail(struct ring_state *r)
+{
+    int64_t avail = -EPROTO;
+
+    for (int tries = 0; tries < 1000 && avail < 0; tries++) {
+        uint64_t tail, lost;
+
+        if (catch_up(r, &tail, &lost) < 0) {
+            return -EPROTO;
+        }
+        avail = ring_reader__avail(&r->rd);
+    }
+    return avail;
+}
+
+/* Bytes published past our position, lossy or not. */
+static int64_t avail_of(struct ring_state *r)
+{
+    return r->lossy ? lossy_avail(r) : ring_reader__avail(&r->rd);
+}
+
+/* Take one span and queue it as a chunk. Returns 0 or a negative errno. */
+static int read_chunk(struct ring_state *r)
+{
+    struct sluice_session *s = r->s;
+    struct chunk *c = chunk_pool__get(&s->pool); /* backpressure: may block */
+    ssize_t n;
+
+    if (!c) {
+        return session_error(s, -ENOMEM, "out of memory for chunks");
+    }
+    c->copied = 0;
+    n = r->lossy ? take_lossy(r, c) : ring_reader__take(&r->rd, &c->words, &c->at);
+    if (n <= 0) {
+        chunk_pool__put(&s->pool, c);
+        return n < 0 ? session_error(s, (int)n, "%s", r->rd.err) : 0;
+    }
+    if (!r->lossy) {
+        c->len = (size_t)n;
+    }
+    c->blocks = r->bt;
+    c->ring = r;
+    c->ord.ring = &r->ord;
+    c->ord.seq = r->seq++;
+    chunk_maps(r, c);
+    workq__push(&s->wq, c);
+    return 0;
+}
+
+/*
+ * Whether a detach stops this ring now: the first time the reader sees
+ * the detach it notes where the producer had published (what was written
+ * before the call is read), and it stops once it got there. Never salvage
+ * then: the producer is alive.
+ */
+static int detached_here(struct ring_state *r)
+{
+    if (!__atomic_load_n(&r->s->detaching, __ATOMIC_ACQUIRE)) {
+        return 0;
+    }
+    if (r->stop == UINT64_MAX) {
+        r->stop = ring_reader__head(&r->rd);
+    }
+    return r->rd.pos >= r->stop;
+}
+
+/* Why the jitter drops a consumer; the guest's stderr says which. */
+#define DROPPED                                                                                    \
+    "the jitter dropped this consumer (it did not read its control socket in time, or held "       \
+    "ended threads' rings the guest's ulimit -f needed; the guest's stderr says)"
+
+/* The jitter closed our slot of @p r while its producer ran on: say so. */
+static void dropped(struct ring_state *r)
+{
+    session_error(r->s, -ECONNRESET, DROPPED ": the trace of tid %u stops at position %llu",
+                  r->info.tid, (unsigned long long)r->rd.pos);
+}
+
+/*
+ * Whether the jitter has dropped us: it closes our slot in every ring
+ * before it shuts our socket, and a ring it announced before may be gone
+ * (its place reused) by the time we read the announcement. Control thread.
+ */
+static int was_dropped(struct sluice_session *s)
+{
+    const struct ring_state *r;
+    int closed = 0;
+
+    pthread_mutex_lock(&s->rings_lock); /* on_end() unmaps under it */
+    for (r = s->rings; r && !closed; r = r->next) {
+        closed = r->rd.map && !ring_reader__slot_open(&r->rd);
+    }
+    pthread_mutex_unlock(&s->rings_lock);
+    return closed && !__atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE);
+}
+
+static void *ring_thread(void *arg)
+{
+    struct ring_state *r = arg;
+
+    for (;;) {
+        if (detached_here(r)) {
+            break;
+        }
+        int64_t avail = avail_of(r);
+
+        if (avail < 0 || (avail > 0 && read_chunk(r) < 0) ||
+            __atomic_load_n(&r->failed, __ATOMIC_RELAXED)) {
+            if (avail < 0 && !ring_reader__slot_open(&r->rd)) {
+                dropped(r); /* the producer overran us because it no longer waits for us */
+            } else if (avail < 0) {
+                session_error(r->s, -EPROTO, "%s", r->rd.err);
+            }
+            discard_until_end(r);
+            break;
+        }
+        if (avail == 0) {
+            if (ring_ended(r) && avail_of(r) == 0) {
+                /* Ended without closing: its process died mid-flight, or
+                 * the jitter dropped us (it closed our slot first). */
+                if (ring_reader__closed(&r->rd) || r->salvaged >= 0) {
+                    break;
+                }
+                if (!ring_reader__slot_open(&r->rd)) {
+                    dropped(r);
+                    break;
+                }
+                r->salvaged = ring_reader__salvage(&r->rd);
+                if (r->salvaged < 0) {
+                    session_error(r->s, -EPROTO, "%s", r->rd.err);
+                    break;
+                }
+                continue;
+            }
+            ring_reader__wait(&r->rd, WAIT_MS);
+        }
+    }
+    lost_at_end(r);
+    r->hdr_lost = __atomic_load_n(&r->rd.hdr->lost, __ATOMIC_ACQUIRE);
+    r->end.ring = &r->ord;
+    r->end.seq = r->seq;
+    r->end.last = 1;
+    order__push(&r->s->ord, &r->end);
+    pthread_mutex_lock(&r->s->rings_lock);
+    if (__atomic_sub_fetch(&r->s->readers_live, 1, __ATOMIC_RELAXED) == 0) {
+        pthread_cond_signal(&r->s->readers_done);
+    }
+    pthread_mutex_unlock(&r->s->rings_lock);
+    return NULL;
+}
+
+/* --- control socket ------------------------------------------------------ */
+
+/*
+ * A ring this session knows: the same place while we still map it, or the
+ * same thread ever. (The jitter reuses the place of a ring every consumer
+ * has closed and said done to: on_end().) Control thread.
+ */
+static int known_ring(struct sluice_session *s, const struct ring_reader *rd)
+{
+    const struct ring_state *r;
+    int known = 0;
+
+    pthread_mutex_lock(&s->rings_lock); /* on_end() unmaps under it */
+    for (r = s->rings; r && !known; r = r->next) {
+        known = (r->rd.map && r->rd.ino == rd->ino && r->rd.offset == rd->offset) ||
+                (r->info.pid == rd->hdr->pid && r->info.seq == rd->hdr->seq);
+    }
+    pthread_mutex_unlock(&s->rings_lock);
+    return known;
+}
+
+/*
+ * Whether the mapped header says what the announcement said, and is new;
+ * a forged or repeated announcement is refused (named in the error), and
+ * the trace of every other thread goes on.
+ */
+static int check_announced(struct sluice_session *s, struct ring_state *r,
+                           const struct sluice_ctl_msg *m)
+{
+    const struct sluice_ring_hdr *h = r->rd.hdr;
+    uint32_t pid = h->pid, tid = h->tid, seq = h->seq;
+
+    /* The size as validated and mapped, not as the header says now. */
+    if (pid != m->pid || tid != m->tid || r->rd.size != m->ring_bytes) {
+        return session_error(s, -EPROTO,
+                             "refused a ring announced as pid %u tid %u (%llu bytes) whose header "
+                             "says pid %u tid %u (%llu bytes)",
+                             m->pid, m->tid, (unsigned long long)m->ring_bytes, pid, tid,
+                             (unsigned long long)r->rd.size);
+    }
+    if (known_ring(s, &r->rd)) {
+        return session_error(s, -EPROTO,
+                             "refused a second announcement of the ring of pid %u tid %u (seq %u)",
+                             pid, tid, seq);
+    }
+    return 0;
+}
+
+/* Start @p r's reader thread, detached; 0 or a positive errno. */
+static int start_reader(struct sluice_session *s, struct ring_state *r)
+{
+    pthread_attr_t attr;
+    pthread_t th;
+    int err;
+
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_mutex_lock(&s->rings_lock);
+    err = pthread_create(&th, &attr, ring_thread, r);
+    /* Atomic: sluice_session__progress() reads it without the lock. */
+    __atomic_add_fetch(&s->readers_live, err == 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&s->rings_lock);
+    pthread_attr_destroy(&attr);
+    return err;
+}
+
+/* Whether line @p line of our tail file is there to touch (the jitter grows
+ * the file before it names a line; it can never shrink: map_tails()). */
+static int tail_line_ok(const struct sluice_session *s, uint32_t line)
+{
+    struct stat st;
+
+    return s->tails && line < SLUICE_TAIL_LINES && fstat(s->tails_fd, &st) == 0 &&
+           (uint64_t)st.st_size >= ((uint64_t)line + 1) * sizeof(struct sluice_ring_tail);
+}
+
+static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, int fd)
+{
+    struct ring_state *r = calloc(1, sizeof(*r));
+    int err;
+
+    if (!r) {
+        session_error(s, -ENOMEM, "out of memory for ring of tid %u", m->tid);
+        close(fd);
+        return;
+    }
+    if (!tail_line_ok(s, m->line)) {
+        close(fd);
+        session_error(s, -EPROTO,
+                      "refused the ring of tid %u: line %u is past the end of the tail file",
+                      m->tid, m->line);
+        free(r);
+        return;
+    }
+    err = ring_reader__open(&r->rd, fd, m->offset, m->slot, s->tails + m->line);
+    if (err) {
+        close(fd);
+        if (was_dropped(s)) {
+            session_error(s, -ECONNRESET, DROPPED);
+        }
+        session_error(s, err == -EINVAL ? -EPROTO : err, "tid %u: %s", m->tid, r->rd.err);
+        free(r);
+        return;
+    }
+    /* Dropped, the announcement may name a place reused since: say why, not what we found. */
+    err = was_dropped(s) ? session_error(s, -ECONNRESET, DROPPED) : check_announced(s, r, m);
+    if (err < 0) {
+        close(fd);
+        ring_reader__close(&r->rd);
+        free(r);
+        return;
+    }
+    err = block_tables__get(&s->tables, fd, r->rd.blocks_offset, r->rd.blocks_bytes, &r->bt,
+                            r->rd.err, sizeof(r->rd.err));
+    close(fd); /* the mappings keep the memfd alive */
+    if (err) {
+        session_error(s, err == -EINVAL ? -EPROTO : err, "pid %u tid %u: %s", m->pid, m->tid,
+                      r->rd.err);
+        ring_reader__close(&r->rd);
+        free(r);
+        return;
+    }
+    /* The process's snapshot: the map its first ring's stream starts in (where the ring
+     * began, when read from there; else the map when the table was mapped). */
+    if (r->bt && r->bt->maps && !r->bt->snapshot_fixed) {
+        if (r->rd.start == 0) {
+            r->bt->snapshot_at = r->rd.maps_at_start;
+        }
+        r->bt->snapshot_fixed = 1;
+    }
+    r->salvaged = -1;
+    r->stop = UINT64_MAX;
+    r->lossy = !s->lossless;
+    r->released = r->rd.pos; /* nothing taken yet */
+    r->s = s;
+    session_copy_name(r->arch, r->rd.hdr->arch, sizeof(r->arch));
+    session_copy_name(r->comm, r->rd.hdr->comm, sizeof(r->comm));
+    r->info = (struct sluice_thread_info){r->rd.hdr->pid, r->rd.hdr->tid,
+                                          r->rd.hdr->seq, r->rd.hdr->big_endian != 0,
+                                          r->arch,        r->comm};
+    err = start_reader(s, r);
+    if (err) {
+        session_error(s, -err, "tid %u: starting reader thread: %s", m->tid, strerror(err));
+        ring_reader__close(&r->rd);
+        block_tables__put(&s->tables, r->bt);
+        free(r);
+        return;
+    }
+    *s->rings_tail = r;
+    s->rings_tail = &r->next;
+    s->n_rings++;
+}
+
+/*
+ * Map the tail file @p fd that came with WELCOME (record.h) whole, as far
+ * as it may grow (SLUICE_TAIL_BYTES), and keep @p fd: a line is touched
+ * only once the file holds it (tail_line_ok()), and the file must be
+ * sealed against shrinking, so nobody can take it back from under us.
+ * Returns 0 or a negative errno (the session's error set); @p fd is ours.
+ */
+static int map_tails(struct sluice_session *s, int fd, uint64_t bytes)
+{
+    void *p;
+    int seals;
+
+    if (fd < 0) {
+        return session_error(s, -EPROTO, "control socket: WELCOME without a tail file");
+    }
+    seals = fcntl(fd, F_GET_SEALS);
+    if (bytes != SLUICE_TAIL_BYTES || seals < 0 || !(seals & F_SEAL_SHRINK)) {
+        close(fd);
+        return session_error(s, -EPROTO,
+                             "control socket: WELCOME's tail file is not sealed against shrinking, "
+                             "or not of %llu bytes at most (it says %llu)",
+                             (unsigned long long)SLUICE_TAIL_BYTES, (unsigned long long)bytes);
+    }
+    p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (p == MAP_FAILED) {
+        close(fd);
+        return session_error(s, -errno, "mapping the tail file: %s", strerror(errno));
+    }
+    s->tails = p;
+    s->tails_fd = fd;
+    return 0;
+}
+
+/* Read the WELCOME (or REFUSED). Returns 0 or a negative errno. */
+int ring_source__welcome(struct sluice_session *s)
+{
+    struct pollfd p[2] = {{.fd = s->fd, .events = POLLIN}, {.fd = s->wake[0], .events = POLLIN}};
+    struct sluice_ctl_msg m;
+    int fd, n;
+
+    int ready;
+
+    while ((ready = poll(p, 2, s->welcome_ms)) < 0 && errno == EINTR) {
+    }
+    if (__atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE)) {
+        return 0; /* detached at once: an empty trace, no error */
+    }
+    if (ready == 0) {
+        return session_error(
+            s, -ETIMEDOUT,
+            "the traced process did not answer in %d s (stopped, or out of descriptors?)",
+            s->welcome_ms / 1000);
+    }
+    n = ctl_recv(s->fd, &m, &fd);
+    if (n > 0 && m.type == SLUICE_CTL_WELCOME && m.version == SLUICE_CTL_VERSION) {
+        return map_tails(s, fd, m.tail_bytes);
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    if (n <= 0) {
+        return session_error(s, n == 0 ? -EPROTO : n, "control socket: %s before WELCOME",
+                             n == 0 ? "end of stream" : recv_error(n));
+    }
+    if (m.type == SLUICE_CTL_REFUSED) {
+        session_copy_name(m.error, m.error, sizeof(m.error));
+        return session_error(s, -EPROTO, "jitter refused the consumer: %s", m.error);
+    }
+    if (m.type != SLUICE_CTL_WELCOME || m.version != SLUICE_CTL_VERSION) {
+        return session_error(s, -EPROTO,
+                             "control socket: expected WELCOME version %u, got type %u version %u",
+                             SLUICE_CTL_VERSION, m.type, m.version);
+    }
+    return 0;
+}
+
+/* Receive RING messages until end of stream (or a socket error). */
+static void receive_rings(struct sluice_session *s)
+{
+    for (;;) {
+        struct pollfd p[2] = {{.fd = s->fd, .events = POLLIN},
+                              {.fd = s->wake[0], .events = POLLIN}};
+        struct sluice_ctl_msg m;
+        int fd, n;
+
+        if (poll(p, 2, -1) < 0 && errno != EINTR) {
+            session_error(s, -errno, "control socket: poll: %s", strerror(errno));
+            break;
+        }
+        if (__atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE)) {
+            break; /* rings announced from now on are not ours to read */
+        }
+        if (!(p[0].revents)) {
+            continue;
+        }
+        n = ctl_recv(s->fd, &m, &fd);
+
+        if (n == 0) {
+            break;
+        }
+        if (n < 0) {
+            session_error(s, n, "control socket: %s", recv_error(n));
+            if (n != -EPROTO) {
+                break; /* a malformed datagram is skipped; a dead socket ends */
+            }
+            continue;
+        }
+        if (m.type == SLUICE_CTL_RING && fd >= 0) {
+            add_ring(s, &m, fd);
+        } else if (fd >= 0) {
+            close(fd);
+        }
+        if (m.type == SLUICE_CTL_RING && fd < 0) {
+            session_error(s, -EPROTO, "control socket: RING for tid %u without a descriptor",
+                          m.tid);
+        }
+    }
+    /* Release pairs with ring_ended(): readers that see eof see final heads.
+     * Not after a detach: the producers are alive, their heads not final. */
+    if (!__atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&s->eof, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_lock(&s->rings_lock);
+    for (struct ring_state *r = s->rings; r; r = r->next) {
+        if (r->rd.hdr) {
+            ring_reader__wake(&r->rd); /* a killed producer will not */
+        }
+    }
+    pthread_mutex_unlock(&s->rings_lock);
+}
+
+void ring_source__run(struct sluice_session *s)
+{
+    receive_rings(s);
+    pthread_mutex_lock(&s->rings_lock);
+    while (s->readers_live > 0) {
+        pthread_cond_wait(&s->readers_done, &s->rings_lock);
+    }
+    pthread_mutex_unlock(&s->rings_lock);
+}
