@@ -94,7 +94,7 @@ static int file_piece(struct file_read *f, size_t i)
     int rc;
 
     if (h->arg[0] > 1) {
-        return file_error(f, i, -EPROTO, "names no table of the file");
+        return file_error(f, i, -EPROTO, "names no part of a table (0 or 1)");
     }
     t = &f->tables[h->stream];
     part = h->arg[0] ? &t->log : &t->words;

@@ -158,7 +158,8 @@ static int from_index(struct tf_reader *r)
     /* The INDEX frame itself, read and checked like any other. */
     if (read_at(r->fd, &idx.h, sizeof(idx.h), idx.offset) < 0 ||
         !plausible(&idx.h, idx.offset, r->size, why, sizeof(why)) ||
-        idx.h.type != SLUICE_TF_INDEX || idx.h.raw_bytes != n * sizeof(*x) ||
+        idx.h.type != SLUICE_TF_INDEX || (idx.h.flags & SLUICE_TF_ZSTD) ||
+        idx.h.raw_bytes != n * sizeof(*x) || /* (plain: no bigger than the file) */
         !(x = malloc(n * sizeof(*x))) ||
         payload_of(r, &idx, x, n * sizeof(*x), &len, why, sizeof(why)) < 0) {
         free(x);
