@@ -334,13 +334,9 @@ static void file_chunk(struct file_read *f, size_t i)
     c->len = (size_t)c->packed->raw;
     c->at = h->arg[1];
     c->copied = 1;
-    c->blocks = r->bt;
-    c->ring = r;
-    c->ord.ring = &r->ord;
-    c->ord.seq = r->seq++;
     c->maps_pos = h->arg[2];
     c->snapshot = h->arg[3] != 0 && r->bt && r->bt->maps;
-    workq__push(&f->s->wq, c);
+    session_queue_chunk(r, c);
 }
 
 /* Every frame in file order, as the recorded session took them. */

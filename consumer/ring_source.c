@@ -191,12 +191,8 @@ static void lost_at_end(struct ring_state *r)
     c->len = 8;
     c->at = r->rd.pos - 8;
     c->copied = 1;
-    c->blocks = r->bt;
-    c->ring = r;
-    c->ord.ring = &r->ord;
-    c->ord.seq = r->seq++;
     chunk_maps(r, c);
-    workq__push(&s->wq, c);
+    session_queue_chunk(r, c);
 }
 
 /*
@@ -244,12 +240,8 @@ static int read_chunk(struct ring_state *r)
     if (!r->lossy) {
         c->len = (size_t)n;
     }
-    c->blocks = r->bt;
-    c->ring = r;
-    c->ord.ring = &r->ord;
-    c->ord.seq = r->seq++;
     chunk_maps(r, c);
-    workq__push(&s->wq, c);
+    session_queue_chunk(r, c);
     return 0;
 }
 

@@ -395,6 +395,15 @@ int session_start_stages(struct sluice_session *s)
     return 0;
 }
 
+void session_queue_chunk(struct ring_state *r, struct chunk *c)
+{
+    c->blocks = r->bt;
+    c->ring = r;
+    c->ord.ring = &r->ord;
+    c->ord.seq = r->seq++;
+    workq__push(&r->s->wq, c);
+}
+
 void session_finish_stages(struct sluice_session *s)
 {
     workq__finish(&s->wq);  /* every chunk decoded and pushed */

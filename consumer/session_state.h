@@ -118,6 +118,14 @@ int session_start_stages(struct sluice_session *s);
  */
 void session_finish_stages(struct sluice_session *s);
 
+/**
+ * Queue @p c, a span of ring @p r filled by a source (words, len, at, and
+ * its module log position), as the ring's next chunk: its table, its ring
+ * and its number, then the work queue. The source's thread (a ring's
+ * reader, or the file's).
+ */
+void session_queue_chunk(struct ring_state *r, struct chunk *c);
+
 /** Copy at most @p n - 1 bytes of a fixed-size, maybe unterminated, field. */
 static inline void session_copy_name(char *dst, const char *src, size_t n)
 {
