@@ -116,7 +116,6 @@ static int scan(struct tf_reader *r)
         }
         if (!plausible(&h, at, r->size, r->cut, sizeof(r->cut))) {
             r->cut_h = h; /* a frame whose end is cut off can still be named */
-            r->cut_at = at;
             if (r->n && r->ref[r->n - 1].h.type == SLUICE_TF_END) {
                 r->cut[0] = '\0'; /* only the index or trailer: every event is there */
             }
@@ -226,14 +225,10 @@ int tf_reader__open(struct tf_reader *r, const char *path, char *err, size_t err
     }
     r->size = (uint64_t)st.st_size;
     r->dctx = ZSTD_createDCtx();
-    if (!r->dctx || from_index(r) < 0) {
-        if (!r->dctx || scan(r) < 0) {
-            snprintf(err, errlen, "%s: out of memory", path);
-            tf_reader__close(r);
-            return -ENOMEM;
-        }
-    } else {
-        r->indexed = 1;
+    if (!r->dctx || (from_index(r) < 0 && scan(r) < 0)) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        tf_reader__close(r);
+        return -ENOMEM;
     }
     if (r->n == 0 || r->ref[0].h.type != SLUICE_TF_FILE || r->ref[0].offset != 0 || r->ref[0].bad) {
         snprintf(err, errlen,

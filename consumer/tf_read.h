@@ -29,12 +29,10 @@ struct tf_reader {
     int fd;
     char path[256];
     uint64_t size;                /**< the file's bytes */
-    struct tf_ref *ref;           /**< its frames, in file order, up to the first bad one */
+    struct tf_ref *ref;           /**< its frames, in file order (a scan stops at a bad one) */
     size_t n;                     /**< frames in ref */
-    int indexed;                  /**< ref came from the INDEX (else from a scan) */
     char cut[256];                /**< why the frames stop before the file's end, or "" */
     struct sluice_tf_frame cut_h; /**< the header where they stop, as read (maybe garbage) */
-    uint64_t cut_at;              /**< ... and its offset */
     void *dctx;                   /**< zstd decompression context */
     uint8_t *buf;                 /**< a stored payload */
     size_t buf_cap;
