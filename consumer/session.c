@@ -337,9 +337,10 @@ static void work(void *ctx, struct chunk *c)
         order__push(&s->ord, &c->ord); /* bad: delivered as such, in its turn */
         return;
     }
-    if (s->rec) {
+    if (s->rec && !tf_writer__stopped(s->rec)) {
         /* Before the decode: a lossless span is in place, and the producer may reuse it
-         * once it is delivered. A failure (no memory) is the writer's to report. */
+         * once it is delivered. A failure (no memory) is the writer's to report. Once
+         * the recording stopped, nothing more is written (tf_writer__chunk()). */
         tf_pack__span(&c->pack, c->words, c->len);
         c->pack_snapshot = c->snapshot;
     }

@@ -99,7 +99,7 @@ static void stop(struct tf_writer *w, int err, const char *what)
     if (w->err) {
         return;
     }
-    w->err = err;
+    __atomic_store_n(&w->err, err, __ATOMIC_RELAXED); /* workers read it (tf_writer__stopped) */
     snprintf(w->why, sizeof(w->why), "%s: %s", what, strerror(-err));
     /* Cut back to the last whole frame, so a reader finds no half frame (if the
      * file cannot be cut, the reader names the half frame it ends with). */
@@ -240,6 +240,11 @@ static struct tf_table *table_of(struct tf_writer *w, const struct block_table *
     }
     w->tables[w->n_tables] = (struct tf_table){.serial = bt->serial, .number = (uint32_t)i};
     return &w->tables[w->n_tables++];
+}
+
+int tf_writer__stopped(const struct tf_writer *w)
+{
+    return __atomic_load_n(&w->err, __ATOMIC_RELAXED) != 0;
 }
 
 void tf_writer__ring(struct tf_writer *w, uint32_t ring, const struct sluice_thread_info *t,

@@ -52,6 +52,13 @@ struct tf_writer;
 struct tf_writer *tf_writer__open(const char *path, char *err, size_t errlen);
 
 /**
+ * Whether the recording has stopped (a failed write): nothing more is
+ * written, so workers need not compress. Any thread; a worker that reads 0
+ * just before the stop compresses a span that is then not written.
+ */
+int tf_writer__stopped(const struct tf_writer *w);
+
+/**
  * Ring @p ring (numbered by the caller from 0) of thread @p t starts; its
  * process's table is @p bt (or NULL), whose snapshot_at is final by now
  * (ring_source.c add_ring). Ordering thread.
