@@ -229,13 +229,12 @@ static int file_ring(struct file_read *f, size_t i)
     if (rc < 0) {
         return file_error(f, i, rc, why);
     }
+    if (h->arg[2] != SLUICE_TF_NO_TABLE && h->arg[2] >= f->n_tables) {
+        return file_error(f, i, -EPROTO, "names no table of the file");
+    }
     r = calloc(1, sizeof(*r));
     if (!r) {
         return file_error(f, i, -ENOMEM, "out of memory");
-    }
-    if (h->arg[2] != SLUICE_TF_NO_TABLE && h->arg[2] >= f->n_tables) {
-        free(r);
-        return file_error(f, i, -EPROTO, "names no table of the file");
     }
     if (h->arg[2] != SLUICE_TF_NO_TABLE) {
         r->bt = f->tables[h->arg[2]].bt;
