@@ -145,6 +145,8 @@ struct chunk *chunk_pool__get(struct chunk_pool *p)
     c->n_items = 0;
     memset(&c->counts, 0, sizeof(c->counts));
     memset(&c->ord, 0, sizeof(c->ord));
+    c->snap_own = 0;
+    c->windowed = 0;
     c->partial = 0;
     memset(&c->resume, 0, sizeof(c->resume));
     c->slice = CHUNK_SLICE_OUT;

@@ -28,6 +28,7 @@
 #include "order.h"
 #include "sluice/consumer.h"
 #include "sluice/record.h"
+#include "window.h"
 
 /** Why a chunk's decode ended early (chunk.bad). */
 enum chunk_bad {
@@ -100,8 +101,16 @@ struct chunk {
     int slice;                        /**< enum chunk_slice */
     uint64_t maps_pos; /**< the module log's maps_used once the span was taken (maps.h) */
     int snapshot;      /**< deliver the process's map at its table's snapshot_at first */
-    uint64_t *copy;    /**< a lossy ring's copy of the span (chunk__copy_area()), or NULL */
-    int copied; /**< `words` points into `copy`: nothing can overwrite it (no lapped check) */
+    /** With snap_own: the map the snapshot shows is this one, not the table's snapshot_at,
+     *  and MAP records before it are in it (a trace file's thread whose first chunks a
+     *  window passed over). */
+    uint64_t snap_at;
+    int snap_own;            /**< see snap_at */
+    int windowed;            /**< decode through `win` (an instruction window's edge) */
+    struct chunk_window win; /**< ... set up by its worker (window.h) */
+    uint64_t win_before, win_from, win_to; /**< ... from these: window__start()'s */
+    uint64_t *copy; /**< a lossy ring's copy of the span (chunk__copy_area()), or NULL */
+    int copied;     /**< `words` points into `copy`: nothing can overwrite it (no lapped check) */
     struct tf_pack *pack;     /**< a recording session's compressed span (tf_write.h), or NULL */
     int pack_snapshot;        /**< ... and `snapshot` as it was before the decode cleared it */
     struct tf_packed *packed; /**< a trace file's chunk as stored, for its worker to unpack into

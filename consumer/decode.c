@@ -212,7 +212,7 @@ static int decode_map(struct decoder *d, size_t i, uint64_t hdr, void *item)
         return -1;
     }
     d->marked = x->end;
-    if (x->at < c->blocks->snapshot_at || !d->cb->mmap) {
+    if (x->at < (c->snap_own ? c->snap_at : c->blocks->snapshot_at) || !d->cb->mmap) {
         return 0;
     }
     maps__event(x, &ev);
@@ -260,7 +260,8 @@ static int snapshot(struct decoder *d)
         c->snapshot = 0;
         return 0;
     }
-    if (maps__snapshot(c->blocks->maps, c->blocks->snapshot_at, snapshot_one, &sn) < 0) {
+    if (maps__snapshot(c->blocks->maps, c->snap_own ? c->snap_at : c->blocks->snapshot_at,
+                       snapshot_one, &sn) < 0) {
         snprintf(c->bad_why, sizeof(c->bad_why), "the module map snapshot: out of memory");
         bad_record(c, 0, 0, CHUNK_BAD_MAP);
         return -1;

@@ -52,7 +52,12 @@ struct file_read {
     uint64_t table_bytes;      /* all tables' bytes so far (FILE_TABLES_MAX) */
     struct ring_state **rings; /* by number */
     size_t n_rings;
-    int ended; /* END came */
+    uint8_t *skip;        /* by ring number: a thread the session does not deliver (s->tids) */
+    uint64_t *ring_table; /* by ring number: its table (UINT64_MAX: none) */
+    uint8_t *need;        /* by table number: a delivered thread's process has it */
+    uint8_t *snap_due;    /* by table number: its map snapshot was in a thread not delivered */
+    uint64_t *next_insns; /* by frame (with a window): the INDEX's count of the ring's next chunk */
+    int ended;            /* END came */
 };
 
 /* One frame, named for a message: "chunk 3 of tid 1234 (frame at byte 5678)". */
@@ -168,6 +173,64 @@ static int file_image(struct file_read *f, struct file_table *t)
                   : 0;
 }
 
+/* Whether the session delivers thread @p tid (s->tids, or all). */
+static int file_wants(const struct file_read *f, uint32_t tid)
+{
+    size_t k;
+
+    for (k = 0; k < f->s->n_tids; k++) {
+        if (f->s->tids[k] == tid) {
+            return 1;
+        }
+    }
+    return f->s->n_tids == 0;
+}
+
+/*
+ * Mark the rings of threads the session does not deliver (f->skip), and
+ * the tables its threads need (f->need, for @p n_tables tables). Every
+ * tid asked for must be in the file: else the error names it and the
+ * file's threads, before anything is delivered. 0 or the error.
+ */
+static int file_select(struct file_read *f, size_t n_tables)
+{
+    char have[200] = "";
+    size_t i, k, len = 0;
+
+    for (i = 0; i < f->rd.n; i++) {
+        const struct sluice_tf_frame *h = &f->rd.ref[i].h;
+        uint32_t tid = (uint32_t)(h->arg[0] >> 32); /* (a damaged header's: the index's word) */
+
+        if (h->type != SLUICE_TF_RING || h->stream >= f->n_rings) {
+            continue;
+        }
+        f->ring_table[h->stream] = f->rd.ref[i].bad ? UINT64_MAX : h->arg[2];
+        if (len < sizeof(have) - 16) {
+            len += (size_t)snprintf(have + len, sizeof(have) - len, "%s%u", len ? ", " : "", tid);
+        }
+        if (!file_wants(f, tid)) {
+            f->skip[h->stream] = 1;
+        } else if (!f->rd.ref[i].bad && h->arg[2] < n_tables) {
+            f->need[h->arg[2]] = 1;
+        }
+    }
+    for (k = 0; k < f->s->n_tids; k++) {
+        for (i = 0; i < f->rd.n; i++) {
+            const struct sluice_tf_frame *h = &f->rd.ref[i].h;
+
+            if (h->type == SLUICE_TF_RING && (uint32_t)(h->arg[0] >> 32) == f->s->tids[k]) {
+                break;
+            }
+        }
+        if (i == f->rd.n) {
+            return session_error(f->s, -ENOENT, "%s has no thread %u (its threads: %s%s)",
+                                 f->rd.path, f->s->tids[k], len ? have : "none",
+                                 len >= sizeof(have) - 16 ? "..." : "");
+        }
+    }
+    return 0;
+}
+
 /* Every table of the file, read before any chunk is decoded (workers only read them). */
 static int file_tables(struct file_read *f)
 {
@@ -186,16 +249,21 @@ static int file_tables(struct file_read *f)
     }
     f->n_tables = n;
     f->tables = calloc(n + 1, sizeof(*f->tables));
-    if (!f->tables) {
+    f->need = calloc(n + 1, 1);
+    f->snap_due = calloc(n + 1, 1);
+    if (!f->tables || !f->need || !f->snap_due) {
         return session_error(f->s, -ENOMEM, "out of memory for %zu tables", n);
+    }
+    if (file_select(f, n) < 0) {
+        return f->s->err_code;
     }
     /* A bad piece ends its table there (the error names it): the chunks that need no
      * more of it still decode, the ones that do are named as they fail. */
     for (i = 0; i < f->rd.n; i++) {
         const struct sluice_tf_frame *h = &f->rd.ref[i].h;
 
-        if (h->type == SLUICE_TF_TABLE && h->stream < n && !f->tables[h->stream].bad &&
-            (f->rd.ref[i].bad || file_piece(f, i) < 0)) {
+        if (h->type == SLUICE_TF_TABLE && h->stream < n && f->need[h->stream] &&
+            !f->tables[h->stream].bad && (f->rd.ref[i].bad || file_piece(f, i) < 0)) {
             f->tables[h->stream].bad = 1;
             if (f->rd.ref[i].bad) {
                 file_error(f, i, -EPROTO, "its header is damaged");
@@ -203,7 +271,7 @@ static int file_tables(struct file_read *f)
         }
     }
     for (i = 0; i < n; i++) {
-        if (file_image(f, &f->tables[i]) < 0) {
+        if (f->need[i] && file_image(f, &f->tables[i]) < 0) {
             return f->s->err_code;
         }
         free(f->tables[i].words);
@@ -222,6 +290,9 @@ static int file_ring(struct file_read *f, size_t i)
     size_t len;
     int rc;
 
+    if (h->stream < f->n_rings && f->skip[h->stream]) {
+        return 0; /* a thread not delivered: its frames are passed over */
+    }
     if (h->stream >= f->n_rings || f->rings[h->stream]) {
         return file_error(f, i, -EPROTO, "a ring number past the file's frames, or used twice");
     }
@@ -229,7 +300,7 @@ static int file_ring(struct file_read *f, size_t i)
     if (rc < 0) {
         return file_error(f, i, rc, why);
     }
-    if (h->arg[2] != SLUICE_TF_NO_TABLE && h->arg[2] >= f->n_tables) {
+    if (h->arg[2] != SLUICE_TF_NO_TABLE && (h->arg[2] >= f->n_tables || !f->tables[h->arg[2]].bt)) {
         return file_error(f, i, -EPROTO, "names no table of the file");
     }
     r = calloc(1, sizeof(*r));
@@ -266,6 +337,9 @@ static struct ring_state *file_ring_of(struct file_read *f, size_t i)
 {
     uint32_t n = f->rd.ref[i].h.stream;
 
+    if (n < f->n_rings && f->skip[n]) {
+        return NULL; /* a thread not delivered */
+    }
     if (n >= f->n_rings || !f->rings[n]) {
         file_error(f, i, -EPROTO, "names a thread whose start is not in the file");
         return NULL;
@@ -289,23 +363,98 @@ static void file_ring_end(struct ring_state *r, int how)
     order__push(&r->s->ord, &r->end);
 }
 
+/*
+ * Where CHUNK frame @p i lies against the session's instruction window,
+ * from the INDEX's counts of exec events before it and before the ring's
+ * next chunk: FILE_PASS_BEFORE or _AFTER (no event of it is the window's:
+ * not read),
+ * FILE_WHOLE (all of them are) or FILE_EDGE (decode it through the
+ * window). A chunk's first records may belong to the instruction before
+ * it (a span may end between an instruction and its accesses), hence the
+ * strict comparisons.
+ */
+enum { FILE_PASS_BEFORE, FILE_PASS_AFTER, FILE_WHOLE, FILE_EDGE };
+
+static int file_window(const struct file_read *f, size_t i)
+{
+    const struct sluice_session *s = f->s;
+    uint64_t before, next;
+
+    if (!s->windowed) {
+        return FILE_WHOLE;
+    }
+    before = f->rd.ref[i].insns;
+    next = f->next_insns[i]; /* UINT64_MAX for the ring's last */
+    if (s->win_from > 0 && next <= s->win_from) {
+        return FILE_PASS_BEFORE;
+    }
+    if (before > s->win_to) {
+        return FILE_PASS_AFTER;
+    }
+    return (s->win_from == 0 || before > s->win_from) && next <= s->win_to ? FILE_WHOLE : FILE_EDGE;
+}
+
+/*
+ * The map snapshot chunk @p c of ring @p r delivers first, if any: the one
+ * the recorded session delivered there (@p carried, the frame's arg[3]), or
+ * one a thread not delivered carried for the process (snap_due), or, for
+ * the first chunk delivered after chunks a window passed over, the map
+ * where that chunk begins; and from then on, before which position its MAP
+ * records are in the snapshot.
+ */
+static void file_snapshot(struct file_read *f, struct ring_state *r, struct chunk *c, int carried)
+{
+    uint64_t t = f->ring_table[r->file_no];
+    int due = t < f->n_tables && f->snap_due[t];
+    int maps = r->bt && r->bt->maps;
+
+    if (r->file_passed && !r->file_snap_own) {
+        r->file_snap_own = 1;
+        r->file_snap_at = r->file_maps_pos;
+        c->snapshot = maps;
+    } else {
+        c->snapshot = (carried || due) && maps;
+    }
+    if (c->snapshot && due) {
+        f->snap_due[t] = 0;
+    }
+    c->snap_own = r->file_snap_own;
+    c->snap_at = r->file_snap_at;
+}
+
 /* A CHUNK frame: its records into a chunk, queued for the workers as a reader thread would. */
 static void file_chunk(struct file_read *f, size_t i)
 {
     const struct sluice_tf_frame *h = &f->rd.ref[i].h;
-    struct ring_state *r = file_ring_of(f, i);
+    struct ring_state *r;
     struct chunk *c;
     char why[320];
-    int rc;
+    int rc, where;
 
-    if (!r) {
+    if (h->stream < f->n_rings && f->skip[h->stream]) {
+        /* A thread not delivered: the process's next thread delivered carries its snapshot. */
+        if (h->arg[3] && f->ring_table[h->stream] < f->n_tables) {
+            f->snap_due[f->ring_table[h->stream]] = 1;
+        }
         return;
     }
-    if (h->arg[0] != r->seq) {
+    if (!(r = file_ring_of(f, i))) {
+        return;
+    }
+    if (h->arg[0] != r->file_chunks) {
         file_error(f, i, -EPROTO,
-                   h->arg[0] < r->seq ? "a repeat of a chunk read before"
-                                      : "out of order: the chunks before it are missing");
+                   h->arg[0] < r->file_chunks ? "a repeat of a chunk read before"
+                                              : "out of order: the chunks before it are missing");
         file_ring_end(r, FILE_STOPPED);
+        return;
+    }
+    r->file_chunks++;
+    if ((where = file_window(f, i)) == FILE_PASS_BEFORE) {
+        r->file_passed = 1;
+        r->file_maps_pos = h->arg[2];
+        return;
+    }
+    if (where == FILE_PASS_AFTER) {
         return;
     }
     c = chunk_pool__get(&f->s->pool); /* backpressure, as for a ring */
@@ -334,7 +483,11 @@ static void file_chunk(struct file_read *f, size_t i)
     c->at = h->arg[1];
     c->copied = 1;
     c->maps_pos = h->arg[2];
-    c->snapshot = h->arg[3] != 0 && r->bt && r->bt->maps;
+    file_snapshot(f, r, c, h->arg[3] != 0);
+    c->windowed = where == FILE_EDGE;
+    c->win_before = f->rd.ref[i].insns;
+    c->win_from = f->s->win_from;
+    c->win_to = f->s->win_to;
     session_queue_chunk(r, c);
 }
 
@@ -347,7 +500,11 @@ static void file_frames(struct file_read *f)
         const struct sluice_tf_frame *h = &f->rd.ref[i].h;
         struct ring_state *r;
 
-        if (f->rd.ref[i].bad) {
+        if (f->rd.ref[i].bad && h->stream < f->n_rings && f->skip[h->stream] &&
+            (h->type == SLUICE_TF_RING || h->type == SLUICE_TF_CHUNK ||
+             h->type == SLUICE_TF_RING_END)) {
+            continue; /* a thread not delivered: its damage is not this report's */
+        } else if (f->rd.ref[i].bad) {
             /* Listed by the index, its header damaged: its thread stops there. */
             file_error(f, i, -EPROTO, "its header is damaged");
             if (h->type == SLUICE_TF_CHUNK && (r = file_ring_of(f, i))) {
@@ -358,7 +515,7 @@ static void file_frames(struct file_read *f)
         } else if (h->type == SLUICE_TF_CHUNK) {
             file_chunk(f, i);
         } else if (h->type == SLUICE_TF_RING_END && (r = file_ring_of(f, i))) {
-            r->hdr_lost = h->arg[1];
+            r->hdr_lost = f->s->windowed ? 0 : h->arg[1]; /* (lost where? not the window's) */
             r->salvaged = h->arg[2] ? (int64_t)(h->arg[2] - 1) : -1;
             file_ring_end(r, FILE_ENDED);
         } else if (h->type == SLUICE_TF_END) {
@@ -418,8 +575,52 @@ static void file_free(struct file_read *f)
         block_tables__put(&f->s->tables, f->tables[i].bt); /* rings hold their own */
     }
     free(f->tables);
+    free(f->need);
+    free(f->snap_due);
     free(f->rings);
+    free(f->skip);
+    free(f->ring_table);
+    free(f->next_insns);
     tf_reader__close(&f->rd);
+}
+
+/*
+ * With an instruction window: f->next_insns, each CHUNK's next chunk's
+ * count of exec events before it (UINT64_MAX for a ring's last), from the
+ * INDEX. Left NULL when some CHUNK has no count (the file has no whole
+ * INDEX). -1 if out of memory, else 0.
+ */
+static int file_next_insns(struct file_read *f)
+{
+    uint64_t *last;
+    size_t i;
+
+    if (!f->s->windowed) {
+        return 0;
+    }
+    for (i = 0; i < f->rd.n; i++) {
+        if (f->rd.ref[i].h.type == SLUICE_TF_CHUNK && f->rd.ref[i].insns == UINT64_MAX) {
+            return 0;
+        }
+    }
+    last = malloc((f->n_rings + 1) * sizeof(*last));
+    f->next_insns = malloc((f->rd.n + 1) * sizeof(*f->next_insns));
+    if (!last || !f->next_insns) {
+        free(last);
+        return -1;
+    }
+    memset(last, 0xff, (f->n_rings + 1) * sizeof(*last));
+    for (i = f->rd.n; i-- > 0;) {
+        const struct tf_ref *x = &f->rd.ref[i];
+
+        f->next_insns[i] = UINT64_MAX;
+        if (x->h.type == SLUICE_TF_CHUNK && x->h.stream < f->n_rings) {
+            f->next_insns[i] = last[x->h.stream];
+            last[x->h.stream] = x->insns;
+        }
+    }
+    free(last);
+    return 0;
 }
 
 int file_source__run(struct sluice_session *s)
@@ -433,9 +634,19 @@ int file_source__run(struct sluice_session *s)
     }
     f.n_rings = f.rd.n; /* ring numbers above the frame count are a damaged file's */
     f.rings = calloc(f.n_rings + 1, sizeof(*f.rings));
-    if (!f.rings) {
+    f.skip = calloc(f.n_rings + 1, 1);
+    f.ring_table = malloc((f.n_rings + 1) * sizeof(*f.ring_table));
+    if (!f.rings || !f.skip || !f.ring_table || file_next_insns(&f) < 0) {
         file_free(&f);
         return session_error(s, -ENOMEM, "out of memory for %zu rings", f.n_rings);
+    }
+    memset(f.ring_table, 0xff, (f.n_rings + 1) * sizeof(*f.ring_table));
+    if (s->windowed && !f.next_insns) {
+        file_free(&f);
+        return session_error(s, -EINVAL,
+                             "%s has no whole INDEX (a recording cut short has none): an "
+                             "instruction window needs one; the whole file can still be read",
+                             s->file_path);
     }
     if (file_tables(&f) < 0 || session_start_stages(s) < 0) {
         file_free(&f);

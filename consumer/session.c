@@ -344,10 +344,16 @@ static void work(void *ctx, struct chunk *c)
         tf_pack__span(&c->pack, c->words, c->len);
         c->pack_snapshot = c->snapshot;
     }
+    if (c->windowed) {
+        window__start(&c->win, &s->cb, c->win_before, c->win_from, c->win_to);
+    }
     for (;;) {
-        uint64_t n = decode_chunk(c, &s->cb, &r->info);
+        uint64_t n = decode_chunk(c, c->windowed ? &c->win.cb : &s->cb, &r->info);
         int partial;
 
+        if (c->windowed) {
+            window__take(&c->win, &c->counts, &n); /* only what the window let through */
+        }
         if (!c->copied && !ring_reader__intact(&r->rd, c->at)) {
             c->bad = CHUNK_BAD_LAPPED;
             c->partial = 0;
@@ -483,7 +489,29 @@ struct sluice_session *sluice_session__open_file(const char *path,
         return NULL;
     }
     s = session_new(fd, cb, &o, 0);
-    if (s && !(s->file_path = strdup(path))) {
+    if (!s) {
+        return NULL;
+    }
+    /* Copy only what the caller's struct version has (the tids came later). */
+    if (opts && opts->sz >= offsetof(struct sluice_consumer_opts, n_tids) + sizeof(opts->n_tids) &&
+        opts->tids && opts->n_tids) {
+        s->n_tids = opts->n_tids;
+        s->tids = malloc(s->n_tids * sizeof(*s->tids));
+        if (s->tids) {
+            memcpy(s->tids, opts->tids, s->n_tids * sizeof(*s->tids));
+        }
+    }
+    if (opts &&
+        opts->sz >=
+            offsetof(struct sluice_consumer_opts, count_insns) + sizeof(opts->count_insns) &&
+        (opts->skip_insns || opts->count_insns)) {
+        s->windowed = 1;
+        s->win_from = opts->skip_insns;
+        s->win_to = opts->count_insns && opts->count_insns <= UINT64_MAX - opts->skip_insns
+                        ? opts->skip_insns + opts->count_insns
+                        : UINT64_MAX;
+    }
+    if (!(s->file_path = strdup(path)) || (s->n_tids && !s->tids)) {
         sluice_session__free(s);
         errno = ENOMEM;
         return NULL;
@@ -609,5 +637,6 @@ void sluice_session__free(struct sluice_session *s)
         tf_writer__close(s->rec, -ECANCELED, 0, "", unused, sizeof(unused)); /* never run */
     }
     free(s->file_path);
+    free(s->tids);
     free(s);
 }

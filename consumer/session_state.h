@@ -54,6 +54,12 @@ struct ring_state {
     uint64_t file_chunks; /* chunks written, or read */
     uint64_t file_insns;  /* exec events of the chunks written */
     int file_done;        /* read: 0, FILE_ENDED (its RING_END came) or FILE_STOPPED */
+    /* Read with an instruction window: chunks passed over before it, the module log
+     * position of the last of them, and the map its first chunk delivered showed. */
+    int file_passed;
+    uint64_t file_maps_pos;
+    int file_snap_own;
+    uint64_t file_snap_at;
     struct ring_state *next;
 };
 
@@ -94,6 +100,10 @@ struct sluice_session {
     struct tf_writer *rec; /* recording into a trace file (opts->record), or NULL */
     uint32_t rec_rings;    /* ordering thread: rings numbered in it so far */
     char *file_path;       /* a session of a trace file (sluice_session__open_file()), or NULL */
+    uint32_t *tids;        /* and the threads it delivers (opts->tids), or NULL: all */
+    size_t n_tids;
+    int windowed;              /* and an instruction window (opts->skip_insns, count_insns): */
+    uint64_t win_from, win_to; /* each thread's exec events [from, to) */
 };
 
 /**

@@ -58,6 +58,9 @@ struct run_args {
     int syscalls;         /* run --syscalls */
     const char *record;   /* run, attach: --record TRACE (or --tool record -o TRACE) */
     const char *trace;    /* report TRACE */
+    uint32_t tids[64];    /* report --tid LIST */
+    size_t n_tids;
+    uint64_t skip, count; /* report --skip N --count M */
     uint32_t pid;         /* attach PID */
     char **prog;          /* PROGRAM ARGS..., NULL-terminated (argv's tail) */
     struct filter_arg filter;
@@ -71,7 +74,7 @@ static void usage(FILE *f)
                "       sluice attach PID [--tool T] [DUMP OPTIONS] [--json] [-o FILE]\n"
                "                  [--record TRACE] [--workers N] [--lossy]\n"
                "       sluice report TRACE [--tool T] [DUMP OPTIONS] [--json] [-o FILE]\n"
-               "                  [--workers N]\n"
+               "                  [--workers N] [--tid TID[,TID...]] [--skip N] [--count N]\n"
                "       sluice ls [--json]\n"
                "  --filter F   decide what to trace with a BPF filter: F.bpf.o (clang -O2 -g\n"
                "               -target bpf), or F.c, compiled with clang (see filters/)\n"
@@ -103,7 +106,10 @@ static void usage(FILE *f)
                "  with --lossy, never: what it misses is counted exactly (LOST events)\n"
                "report: run the tool on a recorded trace file as it ran live: the same\n"
                "  events in the same per-thread order (symbols and disassembly are read from\n"
-               "  the files now at the recorded paths)\n"
+               "  the files now at the recorded paths); --tid: only those threads (the\n"
+               "  others' chunks are not read); --skip N, --count N: of each thread, only\n"
+               "  instructions N.. (0 is its first) and their events; the file's index\n"
+               "  finds where, so what comes before is not read\n"
                "ls: this user's traced processes, one line each: pid, arch, program, threads,\n"
                "  consumers (lossless among them), events lost by lossy ones\n"
                "environment: SLUICE_QEMU_DIR (holds bin/qemu-<arch>), SLUICE_JITTER (the jitter\n"
@@ -195,6 +201,38 @@ static long number(const char *v, long lo, long hi)
     return errno || *end || !*v || n < lo || n > hi ? -1 : n;
 }
 
+/* report --tid LIST: comma-separated tids into a->tids. 0, or the exit status (usage said). */
+static int parse_tids(const char *v, struct run_args *a)
+{
+    char buf[1024], *tok, *save = NULL;
+    long n;
+
+    if (strlen(v) >= sizeof(buf) || !v[0]) {
+        return usage_error("--tid wants thread ids, as 1234 or 1234,1240: not '%s'", v);
+    }
+    strcpy(buf, v);
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if ((n = number(tok, 1, UINT32_MAX)) < 0) {
+            return usage_error("--tid wants thread ids, as 1234 or 1234,1240: not '%s'", v);
+        }
+        if (a->n_tids == sizeof(a->tids) / sizeof(a->tids[0])) {
+            return usage_error("%s", "--tid takes at most 64 threads");
+        }
+        a->tids[a->n_tids++] = (uint32_t)n;
+    }
+    return 0;
+}
+
+/* A count of instructions: 0 to 2^63. -1 if @p v is none. */
+static int insn_count(const char *v, uint64_t *out)
+{
+    char *end;
+
+    errno = 0;
+    *out = strtoull(v, &end, 10);
+    return errno || *end || !*v || v[0] == '-' || *out > INT64_MAX ? -1 : 0;
+}
+
 /* Which command's arguments parse_args() reads. */
 enum mode { MODE_RUN, MODE_ATTACH, MODE_REPORT };
 
@@ -270,6 +308,18 @@ static int parse_args(int argc, char **argv, struct run_args *a, enum mode mode)
             a->filter.sets[a->filter.n_sets++] = v;
         } else if ((v = opt_value(argc, argv, &i, "-o"))) {
             a->out = v;
+        } else if (report && (v = opt_value(argc, argv, &i, "--skip"))) {
+            if (insn_count(v, &a->skip) < 0) {
+                return usage_error("--skip wants a number of instructions, not '%s'", v);
+            }
+        } else if (report && (v = opt_value(argc, argv, &i, "--count"))) {
+            if (insn_count(v, &a->count) < 0 || a->count == 0) {
+                return usage_error("--count wants a number of instructions from 1, not '%s'", v);
+            }
+        } else if (report && (v = opt_value(argc, argv, &i, "--tid"))) {
+            if (parse_tids(v, a) != 0) {
+                return 2;
+            }
         } else if ((v = opt_value(argc, argv, &i, "--workers"))) {
             if ((n = number(v, 1, 1024)) < 0) {
                 return usage_error("--workers wants a number from 1 to 1024, not '%s'", v);
@@ -772,6 +822,10 @@ static int cmd_report(int argc, char **argv)
         return 2;
     }
     opts.workers = a.workers;
+    opts.tids = a.n_tids ? a.tids : NULL;
+    opts.n_tids = a.n_tids;
+    opts.skip_insns = a.skip;
+    opts.count_insns = a.count;
     a.tool->setup(&env, &cb);
     attached = sluice_session__open_file(a.trace, &cb, &opts);
     if (!attached) {

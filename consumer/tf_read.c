@@ -90,6 +90,7 @@ static int add_ref(struct tf_reader *r, size_t *cap, uint64_t at, const struct s
     }
     r->ref[r->n].offset = at;
     r->ref[r->n].bad = 0;
+    r->ref[r->n].insns = UINT64_MAX;
     r->ref[r->n++].h = *h;
     return 0;
 }
@@ -188,6 +189,7 @@ static int from_index(struct tf_reader *r)
             goto refuse;
         }
         r->ref[r->n - 1].bad = bad;
+        r->ref[r->n - 1].insns = x[i].type == SLUICE_TF_CHUNK ? x[i].insns : UINT64_MAX;
         at = x[i].offset;
         end = at + sizeof(h) + h.stored_bytes;
     }

@@ -22,6 +22,8 @@ struct tf_ref {
     uint64_t offset;          /**< where its header starts */
     struct sluice_tf_frame h; /**< its header as read; if bad, only type, stream and arg[0] */
     int bad; /**< the INDEX lists it but its header is damaged: h is the index's word */
+    /** A CHUNK listed by the INDEX: its thread's exec events before it; else UINT64_MAX. */
+    uint64_t insns;
 };
 
 /** An open trace file. Fields are private but for those documented. */

@@ -271,6 +271,32 @@ struct sluice_consumer_opts {
      * a slow callback does (lossless: the guest waits).
      */
     const char *record;
+    /**
+     * sluice_session__open_file() only: deliver just the guest threads
+     * whose tids are these @p n_tids (copied), or every thread (NULL). The
+     * other threads' chunks are not read, nor the tables only they need. A
+     * tid no thread of the file has makes sluice_session__run() fail
+     * (-ENOENT, the message naming it and the file's threads) before
+     * anything is delivered. A tid reused by a later process selects both.
+     */
+    const uint32_t *tids;
+    size_t n_tids; /**< entries of @p tids */
+    /**
+     * sluice_session__open_file() only: an instruction window. Each thread
+     * delivers only its instructions numbered @p skip_insns to
+     * @p skip_insns + @p count_insns - 1 (its first is 0; @p count_insns 0:
+     * to its end) and the events that follow each of them before the next
+     * one (memory accesses, syscalls, messages, lost events). A block is
+     * delivered (`block`) when its first instruction is. `mmap` events come
+     * from the first chunk delivered (after a snapshot of the map as it was
+     * where that chunk begins, when chunks were passed over) up to the
+     * window's end. Counts are the window's. The file's INDEX finds where
+     * each window starts, so the chunks before it are never read nor
+     * decompressed: without an INDEX (a recording cut short) run fails with
+     * -EINVAL before anything is delivered. Both 0: no window.
+     */
+    uint64_t skip_insns;
+    uint64_t count_insns;
 };
 
 /** Per-thread and total counters, filled when a session ends. */
@@ -321,7 +347,8 @@ struct sluice_session *sluice_session__attach(uint32_t pid, const struct sluice_
  * recovered threads) and sluice_map__at() answers. The file's problems are
  * run's errors, each naming the frame (a chunk, its thread and its byte
  * offset): whatever comes before a damaged or missing chunk is still
- * delivered, and the other threads go on. @p opts: only `workers` is used.
+ * delivered, and the other threads go on. @p opts: only `workers`, `tids`,
+ * `skip_insns` and `count_insns` are used.
  * Any thread.
  * @return a session, or NULL with errno set (EINVAL bad arguments, ENOMEM).
  */

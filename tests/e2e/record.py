@@ -47,7 +47,7 @@ import tempfile
 import common
 
 FRAME = struct.Struct("<IHHIIQQ4Q")
-CHUNK, INDEX_T, TRAILER = 4, 7, 8
+RING, CHUNK, INDEX_T, TRAILER = 2, 4, 7, 8
 
 
 def per_thread(path):
@@ -227,6 +227,91 @@ def check_damage(args, tmp, name, trace, whole, problems):
                             % (name, how, rc, err))
 
 
+MAP_LINES = ("MAPPED", "MMAP", "MUNMAP", "MPROTECT", "MREMAP")
+
+
+def in_window(lines, frm, to):
+    """The event lines of one thread's raw dump that an instruction window [frm, to) keeps
+    (consumer.h, skip_insns): exec events frm..to-1, and the events after each of them before
+    the next (with frm 0, also those before the first). Mapping lines are left out: a window
+    gives the map from the chunk it starts in."""
+    out, n = [], 0
+    for line in lines:
+        kind = line.split(" ", 2)[1]
+        if kind in MAP_LINES:
+            continue
+        if kind == "EXEC":
+            if frm <= n < to:
+                out.append(line)
+            n += 1
+        elif (n > frm or frm == 0) and n <= to:
+            out.append(line)
+    return out
+
+
+def check_select(args, tmp, name, trace, whole, problems):
+    """report --tid and --skip/--count against the slices of the whole dump: windows on and
+    across the chunk boundaries the INDEX gives, one past a thread's end, and --tid alone."""
+    fr = frames(trace)
+    tid_of = {f[2]: str(f[3][0] >> 32) for f in fr if f[1] == RING}
+    before = index_insns(trace)
+    main = min(whole, key=lambda t: int(t))
+    bounds = sorted(before[f[0]] for f in fr if f[1] == CHUNK and tid_of[f[2]] == main)
+    total = sum(1 for line in whole[main] if " EXEC " in line)
+    if len(bounds) < 3:
+        common.fail("%s: thread %s has %d chunks: too few to seek across" % (name, main,
+                                                                            len(bounds)))
+    b, c = bounds[1], bounds[2]
+    windows = [(0, 1), (b, c - b), (b - 1, 3), (b + 1, c - b), (c - 7, None), (0, None),
+               (total - 5, None), (total + 10, 4)]
+    for frm, count in windows:
+        cmd = ["--skip", str(frm)] + (["--count", str(count)] if count else [])
+        out = common.fresh(os.path.join(tmp, "%s-window.rep" % name))
+        sluice(args, ["report", trace, "--tool", "dump", "--raw", "--maps", "-o", out] + cmd,
+               what="%s window %r" % (name, cmd))
+        got = per_thread(out)
+        to = frm + count if count else float("inf")
+        for tid, lines in whole.items():
+            want = in_window(lines, frm, to)
+            have = [l for l in got.get(tid, []) if l.split(" ", 2)[1] not in MAP_LINES]
+            if have != want:
+                problems.append("%s window %r: thread %s gives %d event lines, the whole dump's "
+                                "slice %d" % (name, cmd, tid, len(have), len(want)))
+        # Passed over chunks of the main thread: its map comes first, as a snapshot.
+        if frm > bounds[1] and main in got and got[main] and \
+                got[main][0].split(" ", 2)[1] != "MAPPED":
+            problems.append("%s window %r: thread %s does not start with the map" % (name, cmd,
+                                                                                    main))
+        stats = common.fresh(os.path.join(tmp, "%s-window.json" % name))
+        sluice(args, ["report", trace, "--json", "-o", stats] + cmd, what=name)
+        with open(stats) as f:
+            j = json.loads(f.readline())
+        for t in j["threads"]:
+            want = in_window(whole.get(str(t["tid"]), []), frm, to)
+            kinds = [line.split(" ", 2)[1][:4] for line in want]
+            if (t["insns"], t["loads"], t["stores"]) != (kinds.count("EXEC"), kinds.count("READ"),
+                                                         kinds.count("WRIT")):
+                problems.append("%s window %r stats: thread %d counts %r, the slice %r" % (
+                    name, cmd, t["tid"], (t["insns"], t["loads"], t["stores"]),
+                    (kinds.count("EXEC"), kinds.count("READ"), kinds.count("WRIT"))))
+    print("%s: %d windows of each thread equal the whole dump's slices (chunk bounds %s...)" % (
+        name, len(windows), bounds[:4]))
+    # --tid: only those threads, each whole (but the map, which the first one delivered gets).
+    for tids in ([main], sorted(whole)[-2:]):
+        out = common.fresh(os.path.join(tmp, "%s-tid.rep" % name))
+        sluice(args, ["report", trace, "--tool", "dump", "--raw", "--maps", "-o", out, "--tid",
+                      ",".join(tids)], what=name)
+        got = per_thread(out)
+        if sorted(got) != sorted(set(tids)) or any(
+                in_window(got[t], 0, float("inf")) != in_window(whole[t], 0, float("inf"))
+                for t in got):
+            problems.append("%s --tid %s: threads %s, not those threads whole" % (
+                name, ",".join(tids), sorted(got)))
+    rc, _, err = sluice(args, ["report", trace, "--tid", "1"], want_rc=2, what=name)
+    if "has no thread 1 " not in err:
+        problems.append("%s --tid 1: %r: want 'has no thread 1'" % (name, err.strip()))
+
+
 def check_writing(args, tmp, data, problems):
     """Where a recording cannot be written: refused before the guest starts, or stopped
     without harm to the live tool, and what was written still reads."""
@@ -315,6 +400,7 @@ def main():
             check_cov(args, tmp, name, prog, pargs, problems)
             if name.startswith(("sha256sum", "threads")):
                 check_damage(args, tmp, name, trace, whole, problems)
+                check_select(args, tmp, name, trace, whole, problems)
         check_writing(args, tmp, data, problems)
     for p in problems[:20]:
         print("FAIL " + p)

@@ -13,6 +13,12 @@
  * input's. The file is written to a memfd and read by a session of it
  * (sluice_session__open_file()) with every worker callback set, each
  * reading what it is given and asking sluice_map__at() about its pcs.
+ * A window: when the first frame's arg[2] or arg[3] (unused by a FILE
+ * frame) is not 0, the session reads an instruction window (skip_insns
+ * arg[2] % 2^20, count_insns arg[3] % 2^20; consumer.h), takes runs of
+ * pcs (exec_batch) instead of exec, and the file ends in a whole INDEX and
+ * TRAILER, each CHUNK's count of exec events before it being the input's
+ * crc word of that frame (the harness makes the real crc).
  * The seeds (--seed_dir=DIR, written at initialization): a thread of EXEC
  * and MEM records, a lossy one, two threads, one cut short, and a process
  * with a block table and a module log whose chunk has every record type.
@@ -22,6 +28,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +114,15 @@ static int on_message(void *user, const struct sluice_thread_info *t, const char
     return 0;
 }
 
+static int on_exec_batch(void *user, const struct sluice_thread_info *t, const uint64_t *pcs,
+                         size_t n, void *item)
+{
+    for (size_t i = 0; i < n; i++) {
+        on_exec(user, t, pcs[i], item);
+    }
+    return 0;
+}
+
 static void on_thread(void *user, const struct sluice_thread_info *t, int started)
 {
     (void)user;
@@ -129,27 +145,59 @@ static size_t put_frame(uint8_t *out, const struct sluice_tf_frame *in, const ui
     return sizeof(h) + n;
 }
 
-/* The file the input stands for, in @p out (room for 2 × size + 64 bytes). */
-static size_t make_file(const uint8_t *data, size_t size, uint8_t *out)
-{
-    size_t at = 0, len = 0;
+/* The window the input asks for (see the file comment). */
+struct window {
+    uint64_t skip, count;
+};
 
-    while (size - at >= sizeof(struct sluice_tf_frame)) {
+/* The INDEX and TRAILER of the @p n frames listed at @p x, appended at @p out (@p len in). */
+static size_t put_index(uint8_t *out, size_t len, const struct sluice_tf_index *x, size_t n)
+{
+    struct sluice_tf_frame h = {.type = SLUICE_TF_INDEX, .stored_bytes = n * sizeof(*x)};
+    size_t at = len;
+
+    len += put_frame(out + len, &h, (const uint8_t *)x, n * sizeof(*x));
+    memset(&h, 0, sizeof(h));
+    h.type = SLUICE_TF_TRAILER;
+    h.arg[0] = at;
+    h.arg[1] = n;
+    return len + put_frame(out + len, &h, (const uint8_t *)"", 0);
+}
+
+/* The file the input stands for, in @p out (room for 3 × size + 256 bytes); its window. */
+static size_t make_file(const uint8_t *data, size_t size, uint8_t *out, struct window *w)
+{
+    size_t at = 0, len = 0, n = 0;
+    struct sluice_tf_index *x = calloc(size / sizeof(struct sluice_tf_frame) + 1, sizeof(*x));
+
+    memset(w, 0, sizeof(*w));
+    while (x && size - at >= sizeof(struct sluice_tf_frame)) {
         struct sluice_tf_frame h;
-        size_t n;
+        size_t k;
 
         memcpy(&h, data + at, sizeof(h));
         at += sizeof(h);
-        n = h.stored_bytes % (PAYLOAD_MAX + 1);
-        n = n > size - at ? size - at : n;
-        len += put_frame(out + len, &h, data + at, n);
-        at += n;
+        if (n == 0) {
+            w->skip = h.arg[2] % (1u << 20);
+            w->count = h.arg[3] % (1u << 20);
+        }
+        k = h.stored_bytes % (PAYLOAD_MAX + 1);
+        k = k > size - at ? size - at : k;
+        x[n] = (struct sluice_tf_index){len,      h.type,   0,
+                                        h.stream, h.arg[0], h.type == SLUICE_TF_CHUNK ? h.crc : 0};
+        n++;
+        len += put_frame(out + len, &h, data + at, k);
+        at += k;
     }
+    if (x && n && (w->skip || w->count)) {
+        len = put_index(out, len, x, n);
+    }
+    free(x);
     return len;
 }
 
 /* Read @p path as `sluice report` would. */
-static void report(const char *path)
+static void report(const char *path, const struct window *w)
 {
     struct sluice_callbacks cb = {
         .sz = sizeof(cb),
@@ -162,8 +210,15 @@ static void report(const char *path)
         .block = on_block,
         .syscall = on_syscall,
     };
-    struct sluice_consumer_opts opts = {.sz = sizeof(opts), .workers = 2};
-    struct sluice_session *s = sluice_session__open_file(path, &cb, &opts);
+    struct sluice_consumer_opts opts = {
+        .sz = sizeof(opts), .workers = 2, .skip_insns = w->skip, .count_insns = w->count};
+    struct sluice_session *s;
+
+    if (w->skip || w->count) {
+        cb.exec = NULL;
+        cb.exec_batch = on_exec_batch;
+    }
+    s = sluice_session__open_file(path, &cb, &opts);
 
     if (!s) {
         abort(); /* only bad arguments or no memory can fail here */
@@ -175,7 +230,8 @@ static void report(const char *path)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    uint8_t *file = malloc(2 * size + 64);
+    uint8_t *file = malloc(3 * size + 256);
+    struct window w;
     char path[64];
     size_t len;
     int fd;
@@ -183,14 +239,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!file) {
         return 0;
     }
-    len = make_file(data, size, file);
+    len = make_file(data, size, file, &w);
     fd = memfd_create("fuzz-trace", MFD_CLOEXEC);
     if (fd < 0 || write(fd, file, len) != (ssize_t)len) {
         abort();
     }
     free(file);
     snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-    report(path);
+    report(path, &w);
     close(fd);
     return 0;
 }
@@ -243,6 +299,10 @@ static void seed_chunk(struct seed *sd, uint32_t ring, uint64_t seq, int lossy)
     w[n++] = 0x7ffc0008;
     w[n++] = 7;
     seed_frame(sd, SLUICE_TF_CHUNK, ring, seq, seq * 4096, 0, 0, w, n * sizeof(w[0]));
+    /* Its crc word: the INDEX's count of exec events before it, for a window (2 a chunk). */
+    memcpy(sd->buf + sd->len - n * sizeof(w[0]) - sizeof(struct sluice_tf_frame) +
+               offsetof(struct sluice_tf_frame, crc),
+           &(uint32_t){(uint32_t)(2 * seq)}, sizeof(uint32_t));
 }
 
 /*
@@ -332,24 +392,26 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         return 0;
     }
     mkdir(dir, 0755);
-    for (int kind = 0; kind < 4; kind++) {
-        static const char *const names[] = {"one", "lossy", "two", "cut"};
+    for (int kind = 0; kind < 5; kind++) {
+        static const char *const names[] = {"one", "lossy", "two", "cut", "two-window"};
+        int shape = kind == 4 ? 2 : kind; /* two-window: "two" read for insns 3 and 4 */
 
         memset(&sd, 0, sizeof(sd));
-        seed_frame(&sd, SLUICE_TF_FILE, 0, SLUICE_TF_VERSION, SLUICE_FORMAT_VERSION, 0, 0, "", 0);
+        seed_frame(&sd, SLUICE_TF_FILE, 0, SLUICE_TF_VERSION, SLUICE_FORMAT_VERSION,
+                   kind == 4 ? 3 : 0, kind == 4 ? 2 : 0, "", 0);
         seed_ring(&sd, 0, 1000);
-        if (kind == 2) {
+        if (shape == 2) {
             seed_ring(&sd, 1, 1001);
         }
         for (uint64_t seq = 0; seq < 3; seq++) {
-            seed_chunk(&sd, 0, seq, kind == 1);
-            if (kind == 2) {
+            seed_chunk(&sd, 0, seq, shape == 1);
+            if (shape == 2) {
                 seed_chunk(&sd, 1, seq, 0);
             }
         }
-        if (kind != 3) {
+        if (shape != 3) {
             seed_frame(&sd, SLUICE_TF_RING_END, 0, 3, 0, 0, 0, "", 0);
-            if (kind == 2) {
+            if (shape == 2) {
                 seed_frame(&sd, SLUICE_TF_RING_END, 1, 3, 0, 0, 0, "", 0);
             }
             seed_frame(&sd, SLUICE_TF_END, 0, 0, 0, 0, 0, "", 0);
