@@ -339,6 +339,11 @@ static int lookup(const struct block_table *bt, uint64_t pos, uint64_t addr,
     return h->rc;
 }
 
+const struct chunk *decode_current(const struct sluice_thread_info *t)
+{
+    return current && current->t == t ? current->c : NULL;
+}
+
 int sluice_map__at(const struct sluice_thread_info *t, uint64_t addr, struct sluice_module *out)
 {
     struct decoder *d = current;

@@ -36,4 +36,11 @@
 uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
                       const struct sluice_thread_info *t);
 
+/**
+ * The chunk this worker thread is decoding for thread @p t now (from a
+ * callback decode_chunk() made), or NULL: what a public call made from a
+ * worker callback finds its session by.
+ */
+const struct chunk *decode_current(const struct sluice_thread_info *t);
+
 #endif /* SLUICE_DECODE_H */

@@ -281,6 +281,90 @@ static int file_tables(struct file_read *f)
     return 0;
 }
 
+/* Most bytes of FILES frames a file may hold (about 200 000 files). */
+#define FILE_FILES_MAX (64ull << 20)
+
+/* The entries of one FILES frame's payload @p p (@p len bytes) into s->files. 0 or an error. */
+static int file_files_of(struct file_read *f, size_t i, const uint8_t *p, size_t len, size_t *cap)
+{
+    struct sluice_session *s = f->s;
+    struct sluice_tf_file e;
+    size_t at = 0, bytes;
+
+    while (len - at >= sizeof(e)) {
+        memcpy(&e, p + at, sizeof(e));
+        bytes = sizeof(e) + ((size_t)e.path_len + 7) / 8 * 8;
+        if (e.path_len == 0 || e.path_len > 4095 || bytes > len - at || e.id_len > sizeof(e.id) ||
+            memchr(p + at + sizeof(e), 0, e.path_len)) {
+            return file_error(f, i, -EPROTO,
+                              "an entry that is not one (its files are not "
+                              "checked)");
+        }
+        if (s->n_files == *cap) {
+            size_t c = *cap ? 2 * *cap : 64;
+            struct session_file *nf = realloc(s->files, c * sizeof(*nf));
+
+            if (!nf) {
+                return file_error(f, i, -ENOMEM, "out of memory");
+            }
+            s->files = nf;
+            *cap = c;
+        }
+        s->files[s->n_files] = (struct session_file){.then = e};
+        if (!(s->files[s->n_files].path = strndup((const char *)p + at + sizeof(e), e.path_len))) {
+            return file_error(f, i, -ENOMEM, "out of memory");
+        }
+        s->n_files++;
+        at += bytes;
+    }
+    return at == len ? 0 : file_error(f, i, -EPROTO, "ends inside an entry");
+}
+
+static int file_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct session_file *)a)->path, ((const struct session_file *)b)->path);
+}
+
+/*
+ * What the files the guest mapped were when recorded (FILES frames), into
+ * s->files sorted by path, for sluice_file__changed(). A damaged frame is
+ * said and passed over: only its files go unchecked.
+ */
+static void file_files(struct file_read *f)
+{
+    uint64_t total = 0;
+    size_t i, cap = 0, len;
+    uint8_t *p;
+    char why[320];
+    int rc;
+
+    for (i = 0; i < f->rd.n; i++) {
+        const struct sluice_tf_frame *h = &f->rd.ref[i].h;
+
+        if (h->type != SLUICE_TF_FILES || f->rd.ref[i].bad) {
+            continue;
+        }
+        if ((total += h->raw_bytes) > FILE_FILES_MAX) {
+            file_error(f, i, -EPROTO, "past 64 MiB of FILES frames (the rest are not checked)");
+            break;
+        }
+        if (!(p = malloc(h->raw_bytes + 1))) {
+            file_error(f, i, -ENOMEM, "out of memory");
+            break;
+        }
+        rc = tf_reader__payload(&f->rd, i, p, h->raw_bytes, &len, why, sizeof(why));
+        if (rc < 0) {
+            file_error(f, i, rc, why);
+        } else {
+            file_files_of(f, i, p, len, &cap);
+        }
+        free(p);
+    }
+    if (f->s->n_files) {
+        qsort(f->s->files, f->s->n_files, sizeof(*f->s->files), file_cmp);
+    }
+}
+
 /* A RING frame: the ring's state, its table mapped (one more reference). */
 static int file_ring(struct file_read *f, size_t i)
 {
@@ -648,7 +732,12 @@ int file_source__run(struct sluice_session *s)
                              "instruction window needs one; the whole file can still be read",
                              s->file_path);
     }
-    if (file_tables(&f) < 0 || session_start_stages(s) < 0) {
+    if (file_tables(&f) < 0) {
+        file_free(&f);
+        return s->err_code;
+    }
+    file_files(&f);
+    if (session_start_stages(s) < 0) {
         file_free(&f);
         return s->err_code;
     }

@@ -33,6 +33,7 @@
 #include "chunk.h"
 #include "ctl_io.h"
 #include "decode.h"
+#include "file_id.h"
 #include "order.h"
 #include "ring_reader.h"
 #include "session.h"
@@ -108,6 +109,7 @@ static struct sluice_session *session_new(int ctl_fd, const struct sluice_callba
     }
     pthread_mutex_init(&s->err_lock, NULL);
     pthread_mutex_init(&s->rings_lock, NULL);
+    pthread_mutex_init(&s->files_lock, NULL);
     pthread_cond_init(&s->readers_done, NULL);
     block_tables__init(&s->tables);
     if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -519,6 +521,43 @@ struct sluice_session *sluice_session__open_file(const char *path,
     return s;
 }
 
+static int file_cmp(const void *key, const void *elem)
+{
+    return strcmp(key, ((const struct session_file *)elem)->path);
+}
+
+int sluice_file__changed(const struct sluice_thread_info *t, const char *path, char *why, size_t n)
+{
+    const struct chunk *c = decode_current(t);
+    struct sluice_session *s;
+    struct sluice_tf_file now;
+    struct session_file *f;
+    int changed;
+
+    if (!c || !path || (!why && n)) {
+        return -EINVAL;
+    }
+    s = ((const struct ring_state *)c->ring)->s;
+    f = s->n_files ? bsearch(path, s->files, s->n_files, sizeof(*s->files), file_cmp) : NULL;
+    if (!f) {
+        return 0; /* nothing recorded of it (a live session, a version 1 file) */
+    }
+    pthread_mutex_lock(&s->files_lock);
+    if (f->state == 0) {
+        /* A file that cannot be read now is not said changed: its reader says why. */
+        f->state = file_id__get(path, &now) == 0 &&
+                           file_id__changed(&f->then, &now, f->why, sizeof(f->why))
+                       ? 2
+                       : 1;
+    }
+    changed = f->state == 2;
+    if (changed && n) {
+        snprintf(why, n, "%s", f->why);
+    }
+    pthread_mutex_unlock(&s->files_lock);
+    return changed;
+}
+
 size_t sluice_session__salvaged(const struct sluice_session *s, uint64_t *bytes)
 {
     const struct ring_state *r;
@@ -629,6 +668,11 @@ void sluice_session__free(struct sluice_session *s)
     }
     pthread_mutex_destroy(&s->err_lock);
     pthread_mutex_destroy(&s->rings_lock);
+    pthread_mutex_destroy(&s->files_lock);
+    for (size_t i = 0; i < s->n_files; i++) {
+        free(s->files[i].path);
+    }
+    free(s->files);
     pthread_cond_destroy(&s->readers_done);
     block_tables__destroy(&s->tables);
     if (s->rec) {

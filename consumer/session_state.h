@@ -23,6 +23,7 @@
 #include "order.h"
 #include "ring_reader.h"
 #include "sluice/consumer.h"
+#include "sluice/trace_file.h"
 #include "workq.h"
 
 #define container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
@@ -61,6 +62,14 @@ struct ring_state {
     int file_snap_own;
     uint64_t file_snap_at;
     struct ring_state *next;
+};
+
+/** A file a trace file's FILES frame names: what it was, and whether it is still that. */
+struct session_file {
+    char *path;
+    struct sluice_tf_file then;
+    int state; /* 0 not compared yet, 1 the same (or unreadable now), 2 changed */
+    char why[96];
 };
 
 /** A session (sluice/consumer.h). */
@@ -104,6 +113,11 @@ struct sluice_session {
     size_t n_tids;
     int windowed;              /* and an instruction window (opts->skip_insns, count_insns): */
     uint64_t win_from, win_to; /* each thread's exec events [from, to) */
+    /* and the files its FILES frames name, by path (read before the stages start), each
+     * compared with the file at its path now at the first question (under files_lock). */
+    struct session_file *files;
+    size_t n_files;
+    pthread_mutex_t files_lock;
 };
 
 /**

@@ -23,8 +23,8 @@
 
 const char *tf_type_name(unsigned type)
 {
-    static const char *const names[] = {"?",        "file", "ring",  "table",  "chunk",
-                                        "ring end", "end",  "index", "trailer"};
+    static const char *const names[] = {"?",        "file", "ring",  "table",   "chunk",
+                                        "ring end", "end",  "index", "trailer", "files"};
 
     return type < sizeof(names) / sizeof(names[0]) ? names[type] : "?";
 }
@@ -55,7 +55,7 @@ static int plausible(const struct sluice_tf_frame *h, uint64_t at, uint64_t size
     uint64_t most = h->type == SLUICE_TF_INDEX ? SLUICE_TF_MAX_INDEX : SLUICE_TF_MAX_RAW;
 
     if (h->magic != SLUICE_TF_FRAME_MAGIC || h->type < SLUICE_TF_FILE ||
-        h->type > SLUICE_TF_TRAILER || (h->flags & ~SLUICE_TF_ZSTD)) {
+        h->type > SLUICE_TF_FILES || (h->flags & ~SLUICE_TF_ZSTD)) {
         snprintf(why, n, "no frame header at byte %llu (damaged)", (unsigned long long)at);
         return 0;
     }
@@ -240,10 +240,11 @@ int tf_reader__open(struct tf_reader *r, const char *path, char *err, size_t err
         tf_reader__close(r);
         return -EPROTO;
     }
-    if (r->ref[0].h.arg[0] != SLUICE_TF_VERSION || r->ref[0].h.arg[1] != SLUICE_FORMAT_VERSION) {
+    if (r->ref[0].h.arg[0] < 1 || r->ref[0].h.arg[0] > SLUICE_TF_VERSION ||
+        r->ref[0].h.arg[1] != SLUICE_FORMAT_VERSION) {
         snprintf(err, errlen,
                  "%s: trace file version %llu with record format %llu; this sluice reads "
-                 "version %u with format %u",
+                 "versions 1 to %u with format %u",
                  path, (unsigned long long)r->ref[0].h.arg[0],
                  (unsigned long long)r->ref[0].h.arg[1], SLUICE_TF_VERSION, SLUICE_FORMAT_VERSION);
         tf_reader__close(r);

@@ -23,6 +23,8 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "file_id.h"
+#include "maps.h"
 #include "sluice/trace_file.h"
 
 /* A fast zstd level: the recorder must keep up with the stream, and on
@@ -48,6 +50,8 @@ struct tf_writer {
     size_t n_tables, cap_tables;
     struct sluice_tf_index *index;
     size_t n_index, cap_index;
+    char **seen; /* paths named by a FILES frame: open addressing, NULL empty */
+    size_t n_seen, cap_seen;
 };
 
 int tf_pack__span(struct tf_pack **pp, const uint64_t *words, size_t len)
@@ -296,6 +300,128 @@ static void put_piece(struct tf_writer *w, uint32_t table, uint64_t part, uint64
 /* Most table bytes one piece holds. */
 #define PIECE_MAX (16u << 20)
 
+/* FNV-1a of a path. */
+static uint64_t path_hash(const char *p)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    for (; *p; p++) {
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Slot of @p path in @p slots (@p cap a power of two): where it is, or the empty one. */
+static char **seen_slot(char **slots, size_t cap, const char *path)
+{
+    size_t i = (size_t)path_hash(path) & (cap - 1);
+
+    while (slots[i] && strcmp(slots[i], path) != 0) {
+        i = (i + 1) & (cap - 1);
+    }
+    return &slots[i];
+}
+
+/* Note @p path as named: 1 if it was new, 0 if named before, -1 out of memory. */
+static int seen_add(struct tf_writer *w, const char *path)
+{
+    char **slot;
+
+    if ((w->n_seen + 1) * 2 > w->cap_seen) {
+        size_t cap = w->cap_seen ? 2 * w->cap_seen : 256, i;
+        char **slots = calloc(cap, sizeof(*slots));
+
+        if (!slots) {
+            return -1;
+        }
+        for (i = 0; i < w->cap_seen; i++) {
+            if (w->seen[i]) {
+                *seen_slot(slots, cap, w->seen[i]) = w->seen[i];
+            }
+        }
+        free(w->seen);
+        w->seen = slots;
+        w->cap_seen = cap;
+    }
+    slot = seen_slot(w->seen, w->cap_seen, path);
+    if (*slot) {
+        return 0;
+    }
+    if (!(*slot = strdup(path))) {
+        return -1;
+    }
+    w->n_seen++;
+    return 1;
+}
+
+/* Most bytes of one FILES frame (then another follows). */
+#define FILES_MAX (1u << 20)
+
+/* Append the identity of @p path, new to the file, to @p buf; 0, or -1 out of memory. */
+static int add_file(uint8_t **buf, size_t *len, size_t *cap, const char *path)
+{
+    size_t n = strlen(path), bytes = sizeof(struct sluice_tf_file) + (n + 7) / 8 * 8;
+    struct sluice_tf_file f;
+
+    if (n == 0 || n > 4095 || file_id__get(path, &f) < 0) {
+        return 0; /* nothing to compare with later: report reads the file as it finds it */
+    }
+    f.path_len = (uint16_t)n;
+    if (*len + bytes > *cap) {
+        size_t c = *cap * 2 > *len + bytes ? *cap * 2 : *len + bytes + 4096;
+        uint8_t *p = realloc(*buf, c);
+
+        if (!p) {
+            return -1;
+        }
+        *buf = p;
+        *cap = c;
+    }
+    memset(*buf + *len, 0, bytes);
+    memcpy(*buf + *len, &f, sizeof(f));
+    memcpy(*buf + *len + sizeof(f), path, n);
+    *len += bytes;
+    return 0;
+}
+
+static void put_files_frame(struct tf_writer *w, const uint8_t *buf, size_t len)
+{
+    struct sluice_tf_frame h = {.type = SLUICE_TF_FILES};
+
+    put_packed(w, &h, buf, len);
+}
+
+/*
+ * FILES frames for the files that the module log entries of @p bt in
+ * [@p from, @p to) map and no FILES frame named yet: what they are now,
+ * as the guest has just mapped them, for report to tell whether the file
+ * at the path later is still the one.
+ */
+static void put_files(struct tf_writer *w, const struct block_table *bt, uint64_t from, uint64_t to)
+{
+    const struct maps_entry *x;
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0;
+    int rc = 0;
+
+    for (; from < to && rc == 0 && (x = maps__entry_at(bt->maps, from)); from = x->end) {
+        if (x->path && (x->e.kind == SLUICE_MAP_MMAP || x->e.kind == SLUICE_MAP_MREMAP) &&
+            (rc = seen_add(w, x->path)) == 1) {
+            rc = add_file(&buf, &len, &cap, x->path);
+        }
+        if (len >= FILES_MAX) {
+            put_files_frame(w, buf, len);
+            len = 0;
+        }
+    }
+    if (rc < 0) {
+        stop(w, -ENOMEM, "the files mapped");
+    } else if (len) {
+        put_files_frame(w, buf, len);
+    }
+    free(buf);
+}
+
 /* The pieces of @p bt published since the last time: every descriptor and
  * log entry a chunk taken before now can name. */
 static void put_tables(struct tf_writer *w, const struct block_table *bt)
@@ -319,6 +445,9 @@ static void put_tables(struct tf_writer *w, const struct block_table *bt)
     }
     log = maps__used(bt->maps);
     dropped = __atomic_load_n(bt->maps->dropped, __ATOMIC_ACQUIRE);
+    if (t->log < log && !w->err) {
+        put_files(w, bt, t->log, log); /* before the pieces that name them */
+    }
     while (t->log < log && !w->err) {
         size_t n = log - t->log > PIECE_MAX ? PIECE_MAX : (size_t)(log - t->log);
 
@@ -405,6 +534,10 @@ int tf_writer__close(struct tf_writer *w, int result, int detached, const char *
     }
     free(w->tables);
     free(w->index);
+    for (size_t i = 0; i < w->cap_seen; i++) {
+        free(w->seen[i]);
+    }
+    free(w->seen);
     free(w);
     return rc;
 }

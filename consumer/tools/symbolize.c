@@ -335,13 +335,23 @@ static void unreadable(const char *path, const char *why)
 
 /* Read @p m's file whole into m->image if it is a regular file now, opened
  * without blocking (a FIFO or device put at the path since the guest mapped
- * it is not read) and within the size bounds; says once when a bound is hit. */
-static void read_image(struct module *m)
+ * it is not read) and within the size bounds, and if it is the file a
+ * recording of thread @p t's session saw (sluice_file__changed()); says once
+ * when a bound is hit. */
+static void read_image(const struct sluice_thread_info *t, struct module *m)
 {
+    char why[128], msg[192];
     struct stat st;
     size_t got = 0;
     ssize_t n;
-    int fd = open(m->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    int fd;
+
+    if (sluice_file__changed(t, m->path, why, sizeof(why)) == 1) {
+        snprintf(msg, sizeof(msg), "not the file that was recorded (%s)", why);
+        unreadable(m->path, msg); /* its symbols would be another program's */
+        return;
+    }
+    fd = open(m->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         unreadable(m->path, fd < 0 ? strerror(errno) : "not a regular file now");
@@ -371,9 +381,10 @@ out:
     }
 }
 
-/* The module of @p path, opened on first use; NULL past MAX_MODULES or out
- * of memory. Under sym.lock. */
-static struct module *module_get(const char *path, uint64_t hash)
+/* The module of @p path (of thread @p t's process), opened on first use; NULL past MAX_MODULES or
+ * out of memory. Under sym.lock. */
+static struct module *module_get(const struct sluice_thread_info *t, const char *path,
+                                 uint64_t hash)
 {
     struct module **slot = &sym.slots[hash % HASH_SLOTS], *m;
 
@@ -398,7 +409,7 @@ static struct module *module_get(const char *path, uint64_t hash)
         return NULL;
     }
     m->hash = hash;
-    read_image(m);
+    read_image(t, m);
     if (sym.flags & (SYM_SYMBOLS | SYM_LINES)) {
         module_read_elf(m);
     }
@@ -578,7 +589,7 @@ static char *put_target(char *p, char *end, const struct sluice_thread_info *t,
     uint64_t addr;
 
     if (!to || sluice_map__at(t, to, &tm) < 0 || !tm.path ||
-        !(m = module_get(tm.path, hash_str(tm.path))) || !(l = link_of(m, tm.offset, &addr)) ||
+        !(m = module_get(t, tm.path, hash_str(tm.path))) || !(l = link_of(m, tm.offset, &addr)) ||
         !(s = symbol_at(m, addr, l->vaddr))) {
         return p;
     }
@@ -626,7 +637,7 @@ static char *describe(char *p, char *end, const struct sluice_thread_info *t, ui
     struct module *m;
 
     pthread_mutex_lock(&sym.lock);
-    m = module_get(mm->path, path_hash);
+    m = module_get(t, mm->path, path_hash);
     if (sym.flags & SYM_SYMBOLS) {
         p = put_module(p, end, mm->path);
         p = put_symbol(p, end, m, mm->offset);

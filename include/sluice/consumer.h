@@ -244,6 +244,22 @@ struct sluice_callbacks {
  */
 int sluice_map__at(const struct sluice_thread_info *t, uint64_t addr, struct sluice_module *out);
 
+/**
+ * Whether the file now at @p path, which a recorded guest mapped (a path
+ * `sluice_map__at()` gave), is not the file the recording saw: call it from
+ * a worker callback of a trace file session before naming code from the
+ * file (symbols, disassembly), which would otherwise be another program's.
+ * Compared once per file, on the first call: ELF build-ids (NT_GNU_BUILD_ID)
+ * when both files have one, else size and modification time.
+ * @param[out] why when changed, how (@p n bytes; "it was 1234 bytes when
+ *             recorded, 5678 now")
+ * @return 1 (changed), 0 (the same; or the file cannot be read now; or
+ *         nothing is recorded of it: a live session, a trace file of
+ *         version 1, a file already gone when it was recorded), -EINVAL
+ *         (not inside a worker callback of this session).
+ */
+int sluice_file__changed(const struct sluice_thread_info *t, const char *path, char *why, size_t n);
+
 /** Options; fields added later keep the old behaviour when zero. */
 struct sluice_consumer_opts {
     size_t sz;        /**< sizeof(struct sluice_consumer_opts) */

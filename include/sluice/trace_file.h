@@ -30,8 +30,8 @@
 
 /** struct sluice_tf_frame.magic: "SLFR". */
 #define SLUICE_TF_FRAME_MAGIC 0x52464c53u
-/** FILE frame arg[0]: this layout's version. */
-#define SLUICE_TF_VERSION 1u
+/** FILE frame arg[0]: this layout's version (2 added FILES; version 1 files still read). */
+#define SLUICE_TF_VERSION 2u
 /** Most payload bytes a frame but INDEX may claim once decompressed (a CHUNK: 256 KiB + 8). */
 #define SLUICE_TF_MAX_RAW (64ull << 20)
 /** Most bytes of an INDEX (33 M frames); a file with more frames has no INDEX and TRAILER. */
@@ -75,6 +75,22 @@ enum sluice_tf_type {
     SLUICE_TF_INDEX = 7,
     /** Last frame. arg: [0] the INDEX frame's file offset, [1] frames before INDEX. */
     SLUICE_TF_TRAILER = 8,
+    /** (Version 2.) What the files the guest mapped were when they were recorded: one struct
+     *  sluice_tf_file per file new to the recording, each followed by its path, written before
+     *  the module log pieces that first name them. No arg. A reader compares them with the
+     *  files now at those paths before it names code from them (symbols, disassembly). */
+    SLUICE_TF_FILES = 9,
+};
+
+/** A FILES entry (64 bytes, then path_len bytes of path, zero-padded to a multiple of 8). */
+struct sluice_tf_file {
+    uint64_t size;     /**< st_size when recorded */
+    int64_t mtime_ns;  /**< st_mtime when recorded, ns since the Unix epoch */
+    uint16_t path_len; /**< bytes of path that follow (no NUL), 1 to 4095 */
+    uint8_t id_len;    /**< bytes of its ELF build-id (NT_GNU_BUILD_ID), 0 if none or not ELF */
+    uint8_t pad[5];
+    uint8_t id[32];    /**< the build-id, id_len bytes of it */
+    uint64_t reserved; /**< 0 */
 };
 
 /** A frame's header, 64 bytes. */

@@ -41,6 +41,7 @@ import argparse
 import collections
 import json
 import os
+import shutil
 import struct
 import tempfile
 
@@ -312,6 +313,40 @@ def check_select(args, tmp, name, trace, whole, problems):
         problems.append("%s --tid 1: %r: want 'has no thread 1'" % (name, err.strip()))
 
 
+def check_files(args, tmp, data, problems):
+    """A recorded program replaced by another before report: its code is not named from the
+    new file (stderr says so once, the lines show path@offset); the same file touched, or put
+    back, is named as live."""
+    prog = os.path.join(tmp, "prog")
+    trace = common.fresh(os.path.join(tmp, "files.sltr"))
+    shutil.copy("/usr/bin/sha256sum", prog)
+    small = os.path.join(tmp, "small")
+    with open(data, "rb") as f, open(small, "wb") as g:
+        g.write(f.read(64))
+    sluice(args, ["run", "--record", trace, "-o", os.devnull, "--", prog, small], what="files")
+
+    def report(how):
+        out = common.fresh(os.path.join(tmp, "files-%s.dump" % how))
+        _, _, err = sluice(args, ["report", trace, "--tool", "dump", "--no-disasm", "-o", out],
+                           what="files %s" % how)
+        with open(out, errors="replace") as f:
+            text = f.read()
+        said = [l for l in err.splitlines() if "not the file that was recorded" in l]
+        print("files %s: %s, %d lines named prog!, %d prog@" % (
+            how, said[0] if said else "nothing said", text.count(" prog!"), text.count(" prog@")))
+        return said, text.count(" prog!"), text.count(" prog@")
+    os.utime(prog, (1, 1))
+    said, named, raw = report("touched")
+    if said or named == 0 or raw:
+        problems.append("files: the same file touched after recording is said changed or not "
+                        "named")
+    shutil.copy("/usr/bin/md5sum", prog)
+    said, named, raw = report("replaced")
+    if len(said) != 1 or prog not in said[0] or "build-id" not in said[0] or named or not raw:
+        problems.append("files: a replaced program: %r, %d lines named from it: want one line "
+                        "naming %s and its build-id, code as path@offset" % (said, named, prog))
+
+
 def check_writing(args, tmp, data, problems):
     """Where a recording cannot be written: refused before the guest starts, or stopped
     without harm to the live tool, and what was written still reads."""
@@ -402,6 +437,7 @@ def main():
                 check_damage(args, tmp, name, trace, whole, problems)
                 check_select(args, tmp, name, trace, whole, problems)
         check_writing(args, tmp, data, problems)
+        check_files(args, tmp, data, problems)
     for p in problems[:20]:
         print("FAIL " + p)
     if problems:

@@ -21,7 +21,8 @@
  * crc word of that frame (the harness makes the real crc).
  * The seeds (--seed_dir=DIR, written at initialization): a thread of EXEC
  * and MEM records, a lossy one, two threads, one cut short, and a process
- * with a block table and a module log whose chunk has every record type.
+ * with a block table, a module log and a FILES frame whose chunk has every
+ * record type.
  *
  * Threads: libFuzzer's, and the session's workers and ordering thread.
  * Must never: keep a descriptor or memory from one input to the next.
@@ -355,8 +356,14 @@ static void seed_table(struct seed *sd)
         0x6f6c6c6568,
     };
 
+    struct {
+        struct sluice_tf_file f;
+        char path[16];
+    } files = {{.size = 4096, .path_len = 10, .id_len = 4, .id = {1, 2, 3, 4}}, "/bin/guest"};
+
     seed_frame(sd, SLUICE_TF_RING, 0, 1000 | 1000ull << 32, 0, 0, sizeof(log), names,
                sizeof(names));
+    seed_frame(sd, SLUICE_TF_FILES, 0, 0, 0, 0, 0, &files, sizeof(files));
     seed_frame(sd, SLUICE_TF_TABLE, 0, 0, 0, 0, 0, desc, sizeof(desc));
     seed_frame(sd, SLUICE_TF_TABLE, 0, 1, 0, 0, 0, &log, sizeof(log));
     seed_frame(sd, SLUICE_TF_CHUNK, 0, 0, 0, sizeof(log), 1, w, sizeof(w));
