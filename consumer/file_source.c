@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "decode.h"
 #include "session_state.h"
 #include "sluice/trace_file.h"
 #include "tf_read.h"
@@ -469,6 +470,9 @@ static int file_window(const struct file_read *f, size_t i)
     }
     before = f->rd.ref[i].insns;
     next = f->next_insns[i]; /* UINT64_MAX for the ring's last */
+    if (before == UINT64_MAX) {
+        return FILE_PASS_AFTER; /* uncounted: after a chunk that does not read (file_count_insns) */
+    }
     if (s->win_from > 0 && next <= s->win_from) {
         return FILE_PASS_BEFORE;
     }
@@ -669,10 +673,66 @@ static void file_free(struct file_read *f)
 }
 
 /*
- * With an instruction window: f->next_insns, each CHUNK's next chunk's
- * count of exec events before it (UINT64_MAX for a ring's last), from the
- * INDEX. Left NULL when some CHUNK has no count (the file has no whole
- * INDEX). -1 if out of memory, else 0.
+ * A file without a whole INDEX (a recording cut short) has no count of
+ * exec events before each chunk, which a window needs: count them here,
+ * into the chunks' refs, on the main thread in file order, each chunk of
+ * a thread delivered read, decompressed and counted as `stats` counts
+ * (no callback). A chunk that does not read or decode ends its thread's
+ * counts: the thread stops there when its turn comes. 0, or -ENOMEM.
+ */
+static int file_count_insns(struct file_read *f)
+{
+    static const struct sluice_callbacks none = {.sz = sizeof(none)};
+    uint64_t *sum = calloc(f->n_rings + 1, sizeof(*sum));
+    uint8_t *dead = calloc(f->n_rings + 1, 1);
+    char why[320];
+    size_t i, len;
+    int rc = sum && dead ? 0 : -ENOMEM;
+
+    for (i = 0; i < f->rd.n && rc == 0; i++) {
+        struct tf_ref *x = &f->rd.ref[i];
+        uint32_t st = x->h.stream;
+        uint64_t t = st < f->n_rings ? f->ring_table[st] : UINT64_MAX;
+        struct chunk *c;
+
+        if (x->h.type != SLUICE_TF_CHUNK || x->insns != UINT64_MAX || x->bad || st >= f->n_rings ||
+            f->skip[st] || dead[st]) {
+            continue;
+        }
+        x->insns = sum[st];
+        if (!(c = chunk_pool__get(&f->s->pool)) || !chunk__copy_area(c)) {
+            rc = -ENOMEM;
+        } else if (tf_reader__stored(&f->rd, i, &c->packed, SLUICE_CHUNK_BYTES + 8, why,
+                                     sizeof(why)) < 0 ||
+                   tf_packed__unpack(c->packed, c->copy, SLUICE_CHUNK_BYTES + 8, &len, why,
+                                     sizeof(why)) < 0 ||
+                   len % 8) {
+            dead[st] = 1;
+        } else {
+            c->words = c->copy;
+            c->len = len;
+            c->blocks = t < f->n_tables ? f->tables[t].bt : NULL;
+            decode_chunk(c, &none, NULL);
+            dead[st] = c->bad != 0;
+            sum[st] += c->counts.insns;
+        }
+        if (c) {
+            if (c->packed) {
+                c->packed->len = 0;
+            }
+            chunk_pool__put(&f->s->pool, c);
+        }
+    }
+    free(sum);
+    free(dead);
+    return rc;
+}
+
+/*
+ * With an instruction window: each CHUNK's count of exec events before it
+ * (from the INDEX, else counted: file_count_insns()), and f->next_insns,
+ * its ring's next chunk's (UINT64_MAX for a ring's last, or unknown).
+ * 0, or -ENOMEM.
  */
 static int file_next_insns(struct file_read *f)
 {
@@ -682,16 +742,14 @@ static int file_next_insns(struct file_read *f)
     if (!f->s->windowed) {
         return 0;
     }
-    for (i = 0; i < f->rd.n; i++) {
-        if (f->rd.ref[i].h.type == SLUICE_TF_CHUNK && f->rd.ref[i].insns == UINT64_MAX) {
-            return 0;
-        }
+    if (file_count_insns(f) < 0) {
+        return -ENOMEM;
     }
     last = malloc((f->n_rings + 1) * sizeof(*last));
     f->next_insns = malloc((f->rd.n + 1) * sizeof(*f->next_insns));
     if (!last || !f->next_insns) {
         free(last);
-        return -1;
+        return -ENOMEM;
     }
     memset(last, 0xff, (f->n_rings + 1) * sizeof(*last));
     for (i = f->rd.n; i-- > 0;) {
@@ -720,24 +778,23 @@ int file_source__run(struct sluice_session *s)
     f.rings = calloc(f.n_rings + 1, sizeof(*f.rings));
     f.skip = calloc(f.n_rings + 1, 1);
     f.ring_table = malloc((f.n_rings + 1) * sizeof(*f.ring_table));
-    if (!f.rings || !f.skip || !f.ring_table || file_next_insns(&f) < 0) {
+    if (!f.rings || !f.skip || !f.ring_table) {
         file_free(&f);
         return session_error(s, -ENOMEM, "out of memory for %zu rings", f.n_rings);
     }
     memset(f.ring_table, 0xff, (f.n_rings + 1) * sizeof(*f.ring_table));
-    if (s->windowed && !f.next_insns) {
-        file_free(&f);
-        return session_error(s, -EINVAL,
-                             "%s has no whole INDEX (a recording cut short has none): an "
-                             "instruction window needs one; the whole file can still be read",
-                             s->file_path);
-    }
     if (file_tables(&f) < 0) {
         file_free(&f);
         return s->err_code;
     }
     file_files(&f);
     if (session_start_stages(s) < 0) {
+        file_free(&f);
+        return s->err_code;
+    }
+    if (file_next_insns(&f) < 0) {
+        session_error(s, -ENOMEM, "out of memory for an instruction window");
+        session_finish_stages(s);
         file_free(&f);
         return s->err_code;
     }

@@ -308,8 +308,9 @@ struct sluice_consumer_opts {
      * where that chunk begins, when chunks were passed over) up to the
      * window's end. Counts are the window's. The file's INDEX finds where
      * each window starts, so the chunks before it are never read nor
-     * decompressed: without an INDEX (a recording cut short) run fails with
-     * -EINVAL before anything is delivered. Both 0: no window.
+     * decompressed; without an INDEX (a recording cut short) each chunk's
+     * instructions are first counted on the calling thread. Both 0: no
+     * window.
      */
     uint64_t skip_insns;
     uint64_t count_insns;

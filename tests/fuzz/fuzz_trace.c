@@ -16,9 +16,10 @@
  * A window: when the first frame's arg[2] or arg[3] (unused by a FILE
  * frame) is not 0, the session reads an instruction window (skip_insns
  * arg[2] % 2^20, count_insns arg[3] % 2^20; consumer.h), takes runs of
- * pcs (exec_batch) instead of exec, and the file ends in a whole INDEX and
- * TRAILER, each CHUNK's count of exec events before it being the input's
- * crc word of that frame (the harness makes the real crc).
+ * pcs (exec_batch) instead of exec, and unless count_insns is odd (then
+ * the session counts each chunk's instructions itself) the file ends in a
+ * whole INDEX and TRAILER, each CHUNK's count of exec events before it
+ * being the input's crc word of that frame (the harness makes the real crc).
  * The seeds (--seed_dir=DIR, written at initialization): a thread of EXEC
  * and MEM records, a lossy one, two threads, one cut short, and a process
  * with a block table, a module log and a FILES frame whose chunk has every
@@ -190,7 +191,7 @@ static size_t make_file(const uint8_t *data, size_t size, uint8_t *out, struct w
         len += put_frame(out + len, &h, data + at, k);
         at += k;
     }
-    if (x && n && (w->skip || w->count)) {
+    if (x && n && (w->skip || w->count) && !(w->count & 1)) {
         len = put_index(out, len, x, n);
     }
     free(x);
