@@ -57,6 +57,7 @@ struct file_read {
     uint64_t *ring_table; /* by ring number: its table (UINT64_MAX: none) */
     uint8_t *need;        /* by table number: a delivered thread's process has it */
     uint8_t *snap_due;    /* by table number: its map snapshot was in a thread not delivered */
+    uint64_t *table_pos;  /* by table number: the module log position of its last chunk so far */
     uint64_t *next_insns; /* by frame (with a window): the INDEX's count of the ring's next chunk */
     int ended;            /* END came */
 };
@@ -252,9 +253,11 @@ static int file_tables(struct file_read *f)
     f->tables = calloc(n + 1, sizeof(*f->tables));
     f->need = calloc(n + 1, 1);
     f->snap_due = calloc(n + 1, 1);
-    if (!f->tables || !f->need || !f->snap_due) {
+    f->table_pos = malloc((n + 1) * sizeof(*f->table_pos));
+    if (!f->tables || !f->need || !f->snap_due || !f->table_pos) {
         return session_error(f->s, -ENOMEM, "out of memory for %zu tables", n);
     }
+    memset(f->table_pos, 0xff, (n + 1) * sizeof(*f->table_pos)); /* none yet */
     if (file_select(f, n) < 0) {
         return f->s->err_code;
     }
@@ -444,6 +447,7 @@ static void file_ring_end(struct ring_state *r, int how)
     r->file_done = how;
     r->end.ring = &r->ord;
     r->end.seq = r->seq;
+    r->end.gseq = __atomic_fetch_add(&r->s->gseq, 1, __ATOMIC_RELAXED);
     r->end.last = 1;
     order__push(&r->s->ord, &r->end);
 }
@@ -484,11 +488,12 @@ static int file_window(const struct file_read *f, size_t i)
 
 /*
  * The map snapshot chunk @p c of ring @p r delivers first, if any: the one
- * the recorded session delivered there (@p carried, the frame's arg[3]), or
- * one a thread not delivered carried for the process (snap_due), or, for
- * the first chunk delivered after chunks a window passed over, the map
- * where that chunk begins; and from then on, before which position its MAP
- * records are in the snapshot.
+ * the recorded session delivered there (@p carried, the frame's arg[3]);
+ * or, for the first chunk delivered after chunks a window passed over, the
+ * map where that chunk begins (the last passed chunk's position); or, when
+ * a thread not delivered carried the process's (snap_due), the map as the
+ * process's chunks before this one in the file left it. From then on, MAP
+ * records before the snapshot's position are in it.
  */
 static void file_snapshot(struct file_read *f, struct ring_state *r, struct chunk *c, int carried)
 {
@@ -500,6 +505,10 @@ static void file_snapshot(struct file_read *f, struct ring_state *r, struct chun
         r->file_snap_own = 1;
         r->file_snap_at = r->file_maps_pos;
         c->snapshot = maps;
+    } else if (due && !carried && f->table_pos[t] != UINT64_MAX && !r->file_snap_own) {
+        r->file_snap_own = 1;
+        r->file_snap_at = f->table_pos[t];
+        c->snapshot = maps;
     } else {
         c->snapshot = (carried || due) && maps;
     }
@@ -508,6 +517,38 @@ static void file_snapshot(struct file_read *f, struct ring_state *r, struct chun
     }
     c->snap_own = r->file_snap_own;
     c->snap_at = r->file_snap_at;
+}
+
+/* CHUNK frame @p i was read against its process's module log up to its arg[2]. */
+static void file_table_pos(struct file_read *f, size_t i)
+{
+    const struct sluice_tf_frame *h = &f->rd.ref[i].h;
+    uint64_t t = h->stream < f->n_rings ? f->ring_table[h->stream] : UINT64_MAX;
+
+    if (t < f->n_tables) {
+        f->table_pos[t] = h->arg[2];
+    }
+}
+
+/*
+ * A CHUNK frame listed by the INDEX whose header is damaged: whether an
+ * instruction window passes over it anyway (then it is not needed, and its
+ * thread goes on), counting it among its ring's chunks.
+ */
+static int file_bad_passed(struct file_read *f, size_t i, struct ring_state *r)
+{
+    int where;
+
+    if (!f->s->windowed || f->rd.ref[i].h.arg[0] != r->file_chunks) {
+        return 0;
+    }
+    where = file_window(f, i);
+    if (where != FILE_PASS_BEFORE && where != FILE_PASS_AFTER) {
+        return 0;
+    }
+    r->file_chunks++;
+    r->file_passed |= where == FILE_PASS_BEFORE; /* (its map position is unknown) */
+    return 1;
 }
 
 /* A CHUNK frame: its records into a chunk, queued for the workers as a reader thread would. */
@@ -524,6 +565,7 @@ static void file_chunk(struct file_read *f, size_t i)
         if (h->arg[3] && f->ring_table[h->stream] < f->n_tables) {
             f->snap_due[f->ring_table[h->stream]] = 1;
         }
+        file_table_pos(f, i);
         return;
     }
     if (!(r = file_ring_of(f, i))) {
@@ -540,9 +582,9 @@ static void file_chunk(struct file_read *f, size_t i)
     if ((where = file_window(f, i)) == FILE_PASS_BEFORE) {
         r->file_passed = 1;
         r->file_maps_pos = h->arg[2];
-        return;
     }
-    if (where == FILE_PASS_AFTER) {
+    if (where == FILE_PASS_BEFORE || where == FILE_PASS_AFTER) {
+        file_table_pos(f, i);
         return;
     }
     c = chunk_pool__get(&f->s->pool); /* backpressure, as for a ring */
@@ -572,6 +614,7 @@ static void file_chunk(struct file_read *f, size_t i)
     c->copied = 1;
     c->maps_pos = h->arg[2];
     file_snapshot(f, r, c, h->arg[3] != 0);
+    file_table_pos(f, i);
     c->windowed = where == FILE_EDGE;
     c->win_before = f->rd.ref[i].insns;
     c->win_from = f->s->win_from;
@@ -592,6 +635,9 @@ static void file_frames(struct file_read *f)
             (h->type == SLUICE_TF_RING || h->type == SLUICE_TF_CHUNK ||
              h->type == SLUICE_TF_RING_END)) {
             continue; /* a thread not delivered: its damage is not this report's */
+        } else if (f->rd.ref[i].bad && h->type == SLUICE_TF_CHUNK && (r = file_ring_of(f, i)) &&
+                   file_bad_passed(f, i, r)) {
+            continue; /* outside the window: not needed */
         } else if (f->rd.ref[i].bad) {
             /* Listed by the index, its header damaged: its thread stops there. */
             file_error(f, i, -EPROTO, "its header is damaged");
@@ -665,6 +711,7 @@ static void file_free(struct file_read *f)
     free(f->tables);
     free(f->need);
     free(f->snap_due);
+    free(f->table_pos);
     free(f->rings);
     free(f->skip);
     free(f->ring_table);

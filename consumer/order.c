@@ -54,6 +54,37 @@ static void drain_ring(struct order *o, struct order_ring *ring)
     }
 }
 
+/* Insert @p e into the stage's pending list, kept sorted by gseq (a global stage). */
+static void file_global(struct order *o, struct order_entry *e)
+{
+    struct order_entry **p = &o->pending;
+
+    while (*p && (*p)->gseq < e->gseq) {
+        p = &(*p)->next;
+    }
+    e->next = *p;
+    *p = e;
+}
+
+/* Deliver a global stage's pending entries while they are next; each one is next in its
+ * ring too (its ring's earlier entries had smaller numbers). */
+static void drain_global(struct order *o)
+{
+    struct order_entry *e;
+
+    while ((e = o->pending) != NULL && e->gseq == o->next_gseq) {
+        struct order_ring *ring = e->ring;
+
+        o->pending = e->next;
+        if (!e->partial) {
+            o->next_gseq++; /* (a partial entry comes again with this gseq) */
+        }
+        e->next = NULL;
+        ring->pending = e;
+        drain_ring(o, ring);
+    }
+}
+
 /* File and deliver a batch taken from `incoming` (newest first). */
 static void process(struct order *o, struct order_entry *batch)
 {
@@ -68,8 +99,13 @@ static void process(struct order *o, struct order_entry *batch)
         struct order_ring *ring = e->ring;
 
         next = e->next;
-        file_entry(e);
-        drain_ring(o, ring);
+        if (o->global) {
+            file_global(o, e);
+            drain_global(o);
+        } else {
+            file_entry(e);
+            drain_ring(o, ring);
+        }
     }
 }
 
@@ -97,16 +133,19 @@ static void *order_thread(void *arg)
     return NULL;
 }
 
-int order__start(struct order *o, const struct order_ops *ops, void *ctx)
+static int start(struct order *o, const struct order_ops *ops, void *ctx, int global)
 {
     int err;
 
+    o->global = global;
     pthread_mutex_init(&o->lock, NULL);
     pthread_cond_init(&o->cond, NULL);
     o->incoming = NULL;
     o->closing = 0;
     o->ops = *ops;
     o->ctx = ctx;
+    o->next_gseq = 0;
+    o->pending = NULL;
     err = pthread_create(&o->thread, NULL, order_thread, o);
     o->running = err == 0;
     if (err) {
@@ -114,6 +153,16 @@ int order__start(struct order *o, const struct order_ops *ops, void *ctx)
         pthread_mutex_destroy(&o->lock);
     }
     return -err;
+}
+
+int order__start(struct order *o, const struct order_ops *ops, void *ctx)
+{
+    return start(o, ops, ctx, 0);
+}
+
+int order__start_global(struct order *o, const struct order_ops *ops, void *ctx)
+{
+    return start(o, ops, ctx, 1);
 }
 
 void order__push(struct order *o, struct order_entry *e)

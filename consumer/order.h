@@ -10,7 +10,11 @@
  * marked `partial` is delivered in its turn without ending it (it comes
  * again, with the same sequence number). Callbacks run
  * only on the ordering thread, one at a time, never with a lock held.
- * Entries of different rings are delivered in no particular order.
+ * Entries of different rings are delivered in no particular order, unless
+ * the stage is global (order__start_global()): then every entry also has a
+ * number `gseq` over all rings (0, 1, 2, ... in push order of the source,
+ * no gaps), and entries are delivered in that order, so a run over the same
+ * input delivers the same sequence whatever the threads' timing.
  */
 #ifndef SLUICE_ORDER_H
 #define SLUICE_ORDER_H
@@ -38,6 +42,7 @@ struct order_entry {
      * slices, chunk.h). Never together with `last`.
      */
     int partial;
+    uint64_t gseq; /**< a global stage's number for it (see the file comment), else unused */
 };
 
 /** Callbacks, all on the ordering thread. */
@@ -60,6 +65,9 @@ struct order {
     pthread_t thread;
     struct order_ops ops;
     void *ctx;
+    int global;                  /**< order__start_global(): deliver by gseq */
+    uint64_t next_gseq;          /**< ... the next to deliver */
+    struct order_entry *pending; /**< ... received early, sorted by gseq */
 };
 
 /**
@@ -67,6 +75,13 @@ struct order {
  * @return 0, or -errno from pthread_create (nothing to clean up then).
  */
 int order__start(struct order *o, const struct order_ops *ops, void *ctx);
+
+/**
+ * As order__start(), for a stage that delivers every entry in gseq order
+ * (see the file comment); each ring's entries must come in its seq order
+ * within it.
+ */
+int order__start_global(struct order *o, const struct order_ops *ops, void *ctx);
 
 /** Hand @p e to the stage. Any thread; never blocks for long. */
 void order__push(struct order *o, struct order_entry *e);

@@ -392,7 +392,9 @@ int session_start_stages(struct sluice_session *s)
     int err;
 
     chunk_pool__init(&s->pool, s->workers * CHUNKS_PER_WORKER, s->cb.item_size);
-    err = order__start(&s->ord, &ops, s);
+    /* A trace file's chunks are delivered in file order, so a report of the same file is
+     * the same sequence every time (a live session's threads interleave as they run). */
+    err = s->file_path ? order__start_global(&s->ord, &ops, s) : order__start(&s->ord, &ops, s);
     if (err) {
         return session_error(s, err, "starting ordering thread: %s", strerror(-err));
     }
@@ -410,6 +412,7 @@ void session_queue_chunk(struct ring_state *r, struct chunk *c)
     c->ring = r;
     c->ord.ring = &r->ord;
     c->ord.seq = r->seq++;
+    c->ord.gseq = __atomic_fetch_add(&r->s->gseq, 1, __ATOMIC_RELAXED); /* (a file's: in order) */
     workq__push(&r->s->wq, c);
 }
 
@@ -477,13 +480,20 @@ struct sluice_session *sluice_session__open_file(const char *path,
                                                  const struct sluice_callbacks *cb,
                                                  const struct sluice_consumer_opts *opts)
 {
-    struct sluice_consumer_opts o = {.sz = sizeof(o), .workers = opts ? opts->workers : 0};
+    struct sluice_consumer_opts o = {.sz = sizeof(o)};
     struct sluice_session *s;
+    int has_tids =
+        opts && opts->sz >= offsetof(struct sluice_consumer_opts, n_tids) + sizeof(opts->n_tids);
     int fd;
 
-    if (!path || !cb || cb->sz == 0 || (opts && opts->sz == 0)) {
+    if (!path || !cb || cb->sz == 0 || (opts && opts->sz == 0) ||
+        (has_tids && opts->n_tids && (!opts->tids || opts->n_tids > SIZE_MAX / 8))) {
         errno = EINVAL;
         return NULL;
+    }
+    if (opts &&
+        opts->sz >= offsetof(struct sluice_consumer_opts, workers) + sizeof(opts->workers)) {
+        o.workers = opts->workers;
     }
     /* A session needs a descriptor to own; this one is never read. */
     fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -495,8 +505,7 @@ struct sluice_session *sluice_session__open_file(const char *path,
         return NULL;
     }
     /* Copy only what the caller's struct version has (the tids came later). */
-    if (opts && opts->sz >= offsetof(struct sluice_consumer_opts, n_tids) + sizeof(opts->n_tids) &&
-        opts->tids && opts->n_tids) {
+    if (has_tids && opts->n_tids) {
         s->n_tids = opts->n_tids;
         s->tids = malloc(s->n_tids * sizeof(*s->tids));
         if (s->tids) {

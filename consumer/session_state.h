@@ -84,6 +84,7 @@ struct sluice_session {
     int wake[2];     /* pipe: detach writes a byte, the control thread's poll wakes */
     int welcome_ms;  /* how long to wait for WELCOME; -1: as long as it takes */
     uint64_t events; /* atomic: records decoded */
+    uint64_t gseq;   /* atomic: the next chunk's or end's number over all rings (order.h) */
     uint64_t lost;   /* atomic: events LOST records delivered said were lost */
     struct ring_state *rings, **rings_tail;
     size_t n_rings;

@@ -61,8 +61,9 @@ struct run_args {
     uint32_t tids[64];    /* report --tid LIST */
     size_t n_tids;
     uint64_t skip, count; /* report --skip N --count M */
-    uint32_t pid;         /* attach PID */
-    char **prog;          /* PROGRAM ARGS..., NULL-terminated (argv's tail) */
+    int skip_given, count_given;
+    uint32_t pid; /* attach PID */
+    char **prog;  /* PROGRAM ARGS..., NULL-terminated (argv's tail) */
     struct filter_arg filter;
 };
 
@@ -96,7 +97,7 @@ static void usage(FILE *f)
                "               DWARF); --raw: one line per event for scripts (documented in\n"
                "               the README), with --maps its mapping changes and each\n"
                "               instruction's file and file offset\n"
-               "  -o FILE      write the tool's output to FILE (default: stderr)\n"
+               "  -o FILE      write the tool's output to FILE (default: stderr; -: stdout)\n"
                "  --workers N  decoding threads (default: online CPUs)\n"
                "  --wait-attach N  hold the guest before its first instruction until N more\n"
                "               consumers attached with `sluice attach` (0 to 15)\n"
@@ -210,6 +211,9 @@ static int parse_tids(const char *v, struct run_args *a)
     if (strlen(v) >= sizeof(buf) || !v[0]) {
         return usage_error("--tid wants thread ids, as 1234 or 1234,1240: not '%s'", v);
     }
+    if (v[0] == ',' || v[strlen(v) - 1] == ',' || strstr(v, ",,")) {
+        return usage_error("--tid wants thread ids, as 1234 or 1234,1240: not '%s'", v);
+    }
     strcpy(buf, v);
     for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if ((n = number(tok, 1, UINT32_MAX)) < 0) {
@@ -223,14 +227,17 @@ static int parse_tids(const char *v, struct run_args *a)
     return 0;
 }
 
-/* A count of instructions: 0 to 2^63. -1 if @p v is none. */
+/* A count of instructions: decimal digits, 0 to 2^63 - 1. -1 if @p v is none. */
 static int insn_count(const char *v, uint64_t *out)
 {
     char *end;
 
+    if (v[0] < '0' || v[0] > '9') {
+        return -1; /* (strtoull would take a sign or spaces) */
+    }
     errno = 0;
     *out = strtoull(v, &end, 10);
-    return errno || *end || !*v || v[0] == '-' || *out > INT64_MAX ? -1 : 0;
+    return errno || *end || *out > INT64_MAX ? -1 : 0;
 }
 
 /* Which command's arguments parse_args() reads. */
@@ -309,13 +316,26 @@ static int parse_args(int argc, char **argv, struct run_args *a, enum mode mode)
         } else if ((v = opt_value(argc, argv, &i, "-o"))) {
             a->out = v;
         } else if (report && (v = opt_value(argc, argv, &i, "--skip"))) {
+            if (a->skip_given++) {
+                return usage_error("--skip given twice (the second: '%s')", v);
+            }
             if (insn_count(v, &a->skip) < 0) {
-                return usage_error("--skip wants a number of instructions, not '%s'", v);
+                return usage_error("--skip wants a number of instructions (0 to 2^63 - 1), "
+                                   "not '%s'",
+                                   v);
             }
         } else if (report && (v = opt_value(argc, argv, &i, "--count"))) {
-            if (insn_count(v, &a->count) < 0 || a->count == 0) {
-                return usage_error("--count wants a number of instructions from 1, not '%s'", v);
+            if (a->count_given++) {
+                return usage_error("--count given twice (the second: '%s')", v);
             }
+            if (insn_count(v, &a->count) < 0 || a->count == 0) {
+                return usage_error("--count wants a number of instructions (1 to 2^63 - 1), "
+                                   "not '%s'",
+                                   v);
+            }
+        } else if (!report && (!strcmp(argv[i], "--skip") || !strcmp(argv[i], "--count") ||
+                               !strcmp(argv[i], "--tid"))) {
+            return usage_error("%s goes with report (a recorded trace)", argv[i]);
         } else if (report && (v = opt_value(argc, argv, &i, "--tid"))) {
             if (parse_tids(v, a) != 0) {
                 return 2;
@@ -354,7 +374,7 @@ static int parse_args(int argc, char **argv, struct run_args *a, enum mode mode)
         return usage_error("%s", "--tool cov writes a binary drcov file: give it -o FILE");
     }
     if (a->tool == &tool_record) {
-        if (!a->out || a->record) {
+        if (!a->out || a->record || strcmp(a->out, "-") == 0) {
             return usage_error("%s", "--tool record writes the trace file -o TRACE (or give "
                                      "another tool --record TRACE)");
         }
@@ -555,12 +575,18 @@ static int open_outputs(const struct run_args *a, struct tool_env *env)
 {
     struct stat rec, out;
     int fd, created = 0;
+    /* -o -: stdout, as for most tools (no file to check against the trace files). */
+    const char *path = a->out && strcmp(a->out, "-") != 0 ? a->out : NULL;
 
     env->json = a->json;
     env->dump = a->dump;
     env->record = a->record;
     env->out = stderr;
     env->name = a->out ? a->out : "stderr";
+    if (a->out && !path) {
+        env->out = stdout;
+        env->name = "stdout";
+    }
     if (a->record) {
         created = stat(a->record, &rec) != 0;
         fd = created || S_ISREG(rec.st_mode)
@@ -576,8 +602,7 @@ static int open_outputs(const struct run_args *a, struct tool_env *env)
         }
         close(fd);
         /* Before -o is opened (and so emptied): the two must not be one file. */
-        if (a->out && stat(a->out, &out) == 0 && out.st_dev == rec.st_dev &&
-            out.st_ino == rec.st_ino) {
+        if (path && stat(path, &out) == 0 && out.st_dev == rec.st_dev && out.st_ino == rec.st_ino) {
             fprintf(stderr, "sluice: %s: -o and --record name the same file\n", a->out);
             if (created) {
                 unlink(a->record);
@@ -585,12 +610,12 @@ static int open_outputs(const struct run_args *a, struct tool_env *env)
             return 2;
         }
     }
-    if (a->out && a->trace && stat(a->out, &out) == 0 && stat(a->trace, &rec) == 0 &&
+    if (path && a->trace && stat(path, &out) == 0 && stat(a->trace, &rec) == 0 &&
         out.st_dev == rec.st_dev && out.st_ino == rec.st_ino) {
         fprintf(stderr, "sluice: %s: -o names the trace file report reads\n", a->out);
         return 2;
     }
-    if (a->out && !(env->out = fopen(a->out, "we"))) {
+    if (path && !(env->out = fopen(path, "we"))) {
         fprintf(stderr, "sluice: %s: %s\n", a->out, strerror(errno));
         env->out = stderr;
         if (a->record && created) {
@@ -602,10 +627,10 @@ static int open_outputs(const struct run_args *a, struct tool_env *env)
 }
 
 /* Close the tool's output (-o FILE); 1 if that failed (said on stderr), else 0. */
-static int close_output(struct tool_env *env, const struct run_args *a)
+static int close_output(struct tool_env *env)
 {
     if (env->out != stderr && fclose(env->out) != 0) {
-        fprintf(stderr, "sluice: %s: %s\n", a->out, strerror(errno));
+        fprintf(stderr, "sluice: %s: %s\n", env->name, strerror(errno));
         return 1;
     }
     return 0;
@@ -660,6 +685,7 @@ static int cmd_run(int argc, char **argv)
         fprintf(stderr, "sluice: trace: %s\n", sluice_session__error(s));
     }
     status = launch_wait(pid, &env.qemu_usage);
+    env.qemu_known = 1;
     if (!started && (failed || !exited_0(status))) {
         /* QEMU died before the guest's first thread (e.g. before WELCOME):
          * nothing ran traced, so there is nothing to report. */
@@ -674,7 +700,7 @@ static int cmd_run(int argc, char **argv)
     failed |= a.tool->report(&env, s, now() - t0) != 0;
     /* Text beside a JSON report would break it: then the line goes to stderr. */
     report_unclosed(env.json ? stderr : env.out, s, status);
-    failed |= close_output(&env, &a);
+    failed |= close_output(&env);
     sluice_session__free(s);
     filter_arg_cleanup(&a.filter);
     launch_exit_like(status, failed);
@@ -795,9 +821,23 @@ static int cmd_attach(int argc, char **argv)
             : failed                           ? "stopped, on the error above, tracing"
                                                : "traced to the end of",
             a.pid, now() - t0);
-    failed |= close_output(&env, &a);
+    failed |= close_output(&env);
     sluice_session__free(detach_none());
     return failed;
+}
+
+/* Say which instructions a windowed report covered, so its counts are not read as the run's. */
+static void report_window(const struct run_args *a)
+{
+    if (a->count) {
+        fprintf(stderr,
+                "sluice: report: a window: instructions %llu to %llu of each thread "
+                "(fewer where a thread ends first)\n",
+                (unsigned long long)a->skip, (unsigned long long)(a->skip + a->count - 1));
+    } else if (a->skip) {
+        fprintf(stderr, "sluice: report: a window: instructions %llu to the end of each thread\n",
+                (unsigned long long)a->skip);
+    }
 }
 
 /*
@@ -854,7 +894,8 @@ static int cmd_report(int argc, char **argv)
     }
     failed |= a.tool->report(&env, attached, now() - t0) != 0;
     report_unclosed(env.json ? stderr : env.out, attached, -1);
-    failed |= close_output(&env, &a);
+    report_window(&a);
+    failed |= close_output(&env);
     sluice_session__free(detach_none());
     return failed;
 }

@@ -35,7 +35,13 @@ struct cov_item {
     const char *path; /* NULL: anonymous, or no mapping */
     uint64_t base, end, start;
     uint32_t bytes;
+    int changed; /* a recording's file that is not the one at its path now */
 };
+
+/* The last module path this worker asked sluice_file__changed() about, and the answer:
+ * blocks come in runs of one module, and the path is the module log's (stable). */
+static __thread const char *asked_path;
+static __thread int asked_changed;
 
 struct module {
     char *path;
@@ -62,10 +68,16 @@ static int on_block(void *user, const struct sluice_thread_info *t, const struct
     it->start = b->pc;
     it->bytes = b->bytes;
     it->path = NULL;
+    it->changed = 0;
     if (sluice_map__at(t, b->pc, &m) == 0 && m.path) {
         it->path = m.path;
         it->base = m.base;
         it->end = m.end;
+        if (m.path != asked_path) {
+            asked_path = m.path;
+            asked_changed = sluice_file__changed(t, m.path, NULL, 0) == 1;
+        }
+        it->changed = asked_changed;
     }
     return 1;
 }
@@ -88,6 +100,13 @@ static long module_of(const struct cov_item *it)
         }
         C.mods = p;
         C.cap_mods = cap;
+    }
+    if (it->changed) {
+        /* drcov names modules by path: Lighthouse would read these blocks against that file. */
+        fprintf(stderr,
+                "sluice: cov: %s is not the file that was recorded (rebuilt or replaced since): "
+                "its blocks are listed under that path all the same\n",
+                it->path);
     }
     C.mods[C.n_mods] = (struct module){strdup(it->path), it->base, it->end};
     return C.mods[C.n_mods].path ? (long)C.n_mods++ : -1;

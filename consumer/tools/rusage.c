@@ -29,7 +29,11 @@ void tool_json_rusage(FILE *f, const struct tool_env *env)
         memset(&self, 0, sizeof(self));
     }
     fprintf(f, "\"rusage\": {");
-    usage_json(f, "qemu", &env->qemu_usage);
+    if (env->qemu_known) {
+        usage_json(f, "qemu", &env->qemu_usage);
+    } else {
+        fprintf(f, "\"qemu\": null"); /* (attach, report: no QEMU of ours to measure) */
+    }
     fprintf(f, ", ");
     usage_json(f, "consumer", &self);
     fprintf(f, "}");

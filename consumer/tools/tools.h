@@ -32,12 +32,15 @@ struct tool_env {
                            status line) */
     struct rusage qemu_usage; /**< QEMU's resource use (and its reaped children's), set before
                                  report() */
+    int qemu_known;           /**< qemu_usage is set: `run` (attach and report have no QEMU
+                                 child to measure) */
 };
 
 /**
  * Write `"rusage": {"qemu": {...}, "consumer": {...}}` (no braces around
  * it) to @p f: user and system CPU seconds and peak RSS in KiB of the guest's
- * QEMU (env->qemu_usage) and of this process (getrusage RUSAGE_SELF). For
+ * QEMU (env->qemu_usage; null unless env->qemu_known) and of this process
+ * (getrusage RUSAGE_SELF). For
  * the tools' --json output; main thread, after the session.
  */
 void tool_json_rusage(FILE *f, const struct tool_env *env);

@@ -294,6 +294,7 @@ struct sluice_consumer_opts {
      * tid no thread of the file has makes sluice_session__run() fail
      * (-ENOENT, the message naming it and the file's threads) before
      * anything is delivered. A tid reused by a later process selects both.
+     * @p n_tids with @p tids NULL: EINVAL from sluice_session__open_file().
      */
     const uint32_t *tids;
     size_t n_tids; /**< entries of @p tids */

@@ -318,6 +318,17 @@ def check_select(args, tmp, name, trace, whole, problems):
     rc, _, err = sluice(args, ["report", trace, "--tid", "1"], want_rc=2, what=name)
     if "has no thread 1 " not in err:
         problems.append("%s --tid 1: %r: want 'has no thread 1'" % (name, err.strip()))
+    # A report delivers in file order: the same bytes whatever the workers' timing.
+    outs = []
+    for workers in ("1", "4", "4"):
+        out = common.fresh(os.path.join(tmp, "%s-w%s.rep" % (name, workers)))
+        sluice(args, ["report", trace, "--tool", "dump", "--raw", "--maps", "--workers", workers,
+                      "-o", out], what=name)
+        with open(out, "rb") as f:
+            outs.append(f.read())
+    if len(set(outs)) != 1:
+        problems.append("%s: reports with 1 and 4 workers differ (threads interleave as the "
+                        "workers finish)" % name)
 
 
 def check_files(args, tmp, data, problems):
@@ -352,6 +363,10 @@ def check_files(args, tmp, data, problems):
     if len(said) != 1 or prog not in said[0] or "build-id" not in said[0] or named or not raw:
         problems.append("files: a replaced program: %r, %d lines named from it: want one line "
                         "naming %s and its build-id, code as path@offset" % (said, named, prog))
+    cov = common.fresh(os.path.join(tmp, "files.drcov"))
+    _, _, err = sluice(args, ["report", trace, "--tool", "cov", "-o", cov], what="files cov")
+    if "%s is not the file that was recorded" % prog not in err:
+        problems.append("files: cov of a replaced program says nothing: %r" % err[-300:])
 
 
 def check_writing(args, tmp, data, problems):

@@ -4,7 +4,8 @@
  * pushed by several threads, out of order, come out in per-ring sequence
  * order, bracketed by start/end, from one thread at a time; a partial
  * entry (a chunk decoded in slices) is delivered in its turn, again and
- * again, without letting its successors pass.
+ * again, without letting its successors pass; a global stage delivers by
+ * gseq across rings.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -202,7 +203,7 @@ Test(order, reversed_entries_are_held_until_the_gap_fills)
     int i;
 
     for (i = 0; i < 4; i++) {
-        e[i] = (struct order_entry){NULL, &t.ring, (uint64_t)i, i == 3, 0};
+        e[i] = (struct order_entry){NULL, &t.ring, (uint64_t)i, i == 3, 0, 0};
     }
     cr_assert_eq(order__start(&o, &ops, &t), 0);
     for (i = 3; i >= 0; i--) {
@@ -212,11 +213,60 @@ Test(order, reversed_entries_are_held_until_the_gap_fills)
     cr_assert_str_eq(t.s, "S0123E");
 }
 
+/* Two rings' events in one string, so the order across rings shows: start A or B,
+ * entries a, b, c... (ring 0) or p, q, r... (ring 1) by seq, end Y or Z. */
+struct two {
+    struct order_ring ring[2];
+    char s[64];
+    size_t n;
+};
+
+static void g_start(void *ctx, struct order_ring *r)
+{
+    struct two *t = ctx;
+
+    t->s[t->n++] = r == &t->ring[0] ? 'A' : 'B';
+}
+
+static void g_deliver(void *ctx, struct order_entry *e)
+{
+    struct two *t = ctx;
+
+    t->s[t->n++] = (char)((e->ring == &t->ring[0] ? 'a' : 'p') + e->seq);
+}
+
+static void g_end(void *ctx, struct order_ring *r)
+{
+    struct two *t = ctx;
+
+    t->s[t->n++] = r == &t->ring[0] ? 'Y' : 'Z';
+}
+
+Test(order, global_stage_delivers_in_gseq_order_whatever_the_push_order)
+{
+    static const struct order_ops ops = {g_start, g_deliver, g_end};
+    struct two t = {0};
+    /* gseq: a0 b0 a1 b1 b2(last) a2(last) */
+    struct order_entry e[6] = {
+        {NULL, &t.ring[0], 0, 0, 0, 0}, {NULL, &t.ring[1], 0, 0, 0, 1},
+        {NULL, &t.ring[0], 1, 0, 0, 2}, {NULL, &t.ring[1], 1, 0, 0, 3},
+        {NULL, &t.ring[1], 2, 1, 0, 4}, {NULL, &t.ring[0], 2, 1, 0, 5},
+    };
+    struct order o = {0};
+
+    cr_assert_eq(order__start_global(&o, &ops, &t), 0);
+    for (int i = 5; i >= 0; i--) {
+        order__push(&o, &e[i]); /* newest first: nothing may pass gseq 0 */
+    }
+    order__finish(&o);
+    cr_assert_str_eq(t.s, "AaBpbqrZcY");
+}
+
 Test(order, empty_ring_gets_start_and_end)
 {
     static const struct order_ops ops = {t_start, t_deliver, t_end};
     struct trail t = {0};
-    struct order_entry e = {NULL, &t.ring, 0, 1, 0};
+    struct order_entry e = {NULL, &t.ring, 0, 1, 0, 0};
     struct order o;
 
     cr_assert_eq(order__start(&o, &ops, &t), 0);
@@ -229,7 +279,7 @@ Test(order, missing_predecessor_blocks_delivery)
 {
     static const struct order_ops ops = {t_start, t_deliver, t_end};
     struct trail t = {0};
-    struct order_entry e = {NULL, &t.ring, 1, 1, 0};
+    struct order_entry e = {NULL, &t.ring, 1, 1, 0, 0};
     struct order o;
 
     cr_assert_eq(order__start(&o, &ops, &t), 0);
@@ -304,7 +354,7 @@ Test(order, partial_entry_is_delivered_again_in_its_turn)
     sl->o = &o;
     sl->slices = 3;
     for (int i = 0; i < 3; i++) {
-        sl->e[i] = (struct order_entry){NULL, &sl->t.ring, (uint64_t)i, i == 2, 0};
+        sl->e[i] = (struct order_entry){NULL, &sl->t.ring, (uint64_t)i, i == 2, 0, 0};
     }
     cr_assert_eq(order__start(&o, &ops, sl), 0);
     order__push(&o, &sl->e[2]); /* its successors first: they must wait for its last slice */
