@@ -315,6 +315,40 @@ def check_select(args, tmp, name, trace, whole, problems):
                 for t in got):
             problems.append("%s --tid %s: threads %s, not those threads whole" % (
                 name, ",".join(tids), sorted(got)))
+    # --tid of a thread that did not carry its process's map: the map it gets holds every
+    # address its accesses touch (its stack, which another thread mapped, included).
+    for tid in sorted(whole, key=int)[1:2]:
+        out = common.fresh(os.path.join(tmp, "%s-tidmap.rep" % name))
+        sluice(args, ["report", trace, "--tool", "dump", "--raw", "--maps", "-o", out, "--tid",
+                      tid], what=name)
+        maps, outside = [], 0
+        for line in per_thread(out).get(tid, []):
+            f = line.split()
+            if f[1] in ("MAPPED", "MMAP"):
+                maps.append((int(f[2], 16), int(f[2], 16) + int(f[3][4:], 16)))
+            elif f[1].startswith(("READ", "WRITE")):
+                addr = int(f[3][5:], 16)
+                outside += not any(a <= addr < e for a, e in maps)
+        if outside:
+            problems.append("%s --tid %s: %d accesses outside every mapping it was shown"
+                            % (name, tid, outside))
+    # A chunk header damaged before a window: the INDEX still places the rest, exit 0.
+    chunks = [f for f in fr if f[1] == CHUNK and tid_of[f[2]] == main]
+    bad = os.path.join(tmp, "%s-badhdr.sltr" % name)
+    with open(trace, "rb") as f:
+        data = bytearray(f.read())
+    data[chunks[1][0] + 20] ^= 0x40
+    with open(bad, "wb") as f:
+        f.write(data)
+    out = common.fresh(os.path.join(tmp, "%s-badhdr.rep" % name))
+    frm = before[chunks[2][0]] + 1
+    rc, _, err = sluice(args, ["report", bad, "--tool", "dump", "--raw", "--maps", "-o", out,
+                               "--tid", main, "--skip", str(frm), "--count", "50"], want_rc=None,
+                        what=name)
+    if rc != 0 or in_window(per_thread(out).get(main, []), 0, float("inf")) != \
+            in_window(whole[main], frm, frm + 50):
+        problems.append("%s: a window after a damaged chunk header: exit %d, %r" % (
+            name, rc, err[-200:]))
     rc, _, err = sluice(args, ["report", trace, "--tid", "1"], want_rc=2, what=name)
     if "has no thread 1 " not in err:
         problems.append("%s --tid 1: %r: want 'has no thread 1'" % (name, err.strip()))
