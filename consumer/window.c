@@ -47,30 +47,24 @@ static int window_exec_batch(void *user, const struct sluice_thread_info *t, con
     return w->tool->exec_batch(w->tool->user, t, pcs + (a - (w->at - n)), (size_t)(e - a), item);
 }
 
-static int window_read(void *user, const struct sluice_thread_info *t, const struct sluice_mem *m,
-                       void *item)
+/* A load or a store (the tool's read or write callback, as m->is_write says). */
+static int window_mem(void *user, const struct sluice_thread_info *t, const struct sluice_mem *m,
+                      void *item)
 {
     struct chunk_window *w = user;
+    int (*fn)(void *, const struct sluice_thread_info *, const struct sluice_mem *, void *) =
+        m->is_write ? w->tool->write : w->tool->read;
 
     if (!window_has_here(w)) {
         return 0;
     }
-    w->delivered.loads++;
-    w->events++;
-    return w->tool->read ? w->tool->read(w->tool->user, t, m, item) : 0;
-}
-
-static int window_write(void *user, const struct sluice_thread_info *t, const struct sluice_mem *m,
-                        void *item)
-{
-    struct chunk_window *w = user;
-
-    if (!window_has_here(w)) {
-        return 0;
+    if (m->is_write) {
+        w->delivered.stores++;
+    } else {
+        w->delivered.loads++;
     }
-    w->delivered.stores++;
     w->events++;
-    return w->tool->write ? w->tool->write(w->tool->user, t, m, item) : 0;
+    return fn ? fn(w->tool->user, t, m, item) : 0;
 }
 
 static int window_lost(void *user, const struct sluice_thread_info *t, uint64_t count, void *item)
@@ -152,8 +146,8 @@ void window__start(struct chunk_window *w, const struct sluice_callbacks *tool, 
     } else {
         w->cb.exec = window_exec;
     }
-    w->cb.read = window_read;
-    w->cb.write = window_write;
+    w->cb.read = window_mem;
+    w->cb.write = window_mem;
     w->cb.lost = window_lost;
     w->cb.message = window_message;
     w->cb.syscall = window_syscall;
