@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <search.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,8 +51,7 @@ struct tf_writer {
     size_t n_tables, cap_tables;
     struct sluice_tf_index *index;
     size_t n_index, cap_index;
-    char **seen; /* paths named by a FILES frame: open addressing, NULL empty */
-    size_t n_seen, cap_seen;
+    void *seen; /* paths named by a FILES frame (a tsearch() tree of strings) */
 };
 
 int tf_pack__span(struct tf_pack **pp, const uint64_t *words, size_t len)
@@ -300,57 +300,24 @@ static void put_piece(struct tf_writer *w, uint32_t table, uint64_t part, uint64
 /* Most table bytes one piece holds. */
 #define PIECE_MAX (16u << 20)
 
-/* FNV-1a of a path. */
-static uint64_t path_hash(const char *p)
+static int cmp_str(const void *a, const void *b)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-
-    for (; *p; p++) {
-        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
-    }
-    return h;
-}
-
-/* Slot of @p path in @p slots (@p cap a power of two): where it is, or the empty one. */
-static char **seen_slot(char **slots, size_t cap, const char *path)
-{
-    size_t i = (size_t)path_hash(path) & (cap - 1);
-
-    while (slots[i] && strcmp(slots[i], path) != 0) {
-        i = (i + 1) & (cap - 1);
-    }
-    return &slots[i];
+    return strcmp(a, b);
 }
 
 /* Note @p path as named: 1 if it was new, 0 if named before, -1 out of memory. */
 static int seen_add(struct tf_writer *w, const char *path)
 {
-    char **slot;
+    char *copy = strdup(path), **at = copy ? tsearch(copy, &w->seen, cmp_str) : NULL;
 
-    if ((w->n_seen + 1) * 2 > w->cap_seen) {
-        size_t cap = w->cap_seen ? 2 * w->cap_seen : 256, i;
-        char **slots = calloc(cap, sizeof(*slots));
-
-        if (!slots) {
-            return -1;
-        }
-        for (i = 0; i < w->cap_seen; i++) {
-            if (w->seen[i]) {
-                *seen_slot(slots, cap, w->seen[i]) = w->seen[i];
-            }
-        }
-        free(w->seen);
-        w->seen = slots;
-        w->cap_seen = cap;
-    }
-    slot = seen_slot(w->seen, w->cap_seen, path);
-    if (*slot) {
-        return 0;
-    }
-    if (!(*slot = strdup(path))) {
+    if (!at) {
+        free(copy);
         return -1;
     }
-    w->n_seen++;
+    if (*at != copy) {
+        free(copy); /* named before */
+        return 0;
+    }
     return 1;
 }
 
@@ -534,10 +501,7 @@ int tf_writer__close(struct tf_writer *w, int result, int detached, const char *
     }
     free(w->tables);
     free(w->index);
-    for (size_t i = 0; i < w->cap_seen; i++) {
-        free(w->seen[i]);
-    }
-    free(w->seen);
+    tdestroy(w->seen, free);
     free(w);
     return rc;
 }
