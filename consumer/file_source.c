@@ -324,11 +324,6 @@ static int file_files_of(struct file_read *f, size_t i, const uint8_t *p, size_t
     return at == len ? 0 : file_error(f, i, -EPROTO, "ends inside an entry");
 }
 
-static int file_cmp(const void *a, const void *b)
-{
-    return strcmp(((const struct session_file *)a)->path, ((const struct session_file *)b)->path);
-}
-
 /*
  * What the files the guest mapped were when recorded (FILES frames), into
  * s->files sorted by path, for sluice_file__changed(). A damaged frame is
@@ -365,7 +360,7 @@ static void file_files(struct file_read *f)
         free(p);
     }
     if (f->s->n_files) {
-        qsort(f->s->files, f->s->n_files, sizeof(*f->s->files), file_cmp);
+        qsort(f->s->files, f->s->n_files, sizeof(*f->s->files), session_file_cmp);
     }
 }
 

@@ -62,6 +62,10 @@ int session_error(struct sluice_session *s, int code, const char *fmt, ...)
 }
 
 /* A session on @p ctl_fd; says HELLO on it if @p hello. */
+/* Whether the caller's options struct @p o (maybe NULL) is recent enough to have field @p f. */
+#define OPTS_HAVE(o, f)                                                                            \
+    ((o) && (o)->sz >= offsetof(struct sluice_consumer_opts, f) + sizeof((o)->f))
+
 static struct sluice_session *session_new(int ctl_fd, const struct sluice_callbacks *cb,
                                           const struct sluice_consumer_opts *opts, int hello)
 {
@@ -87,15 +91,14 @@ static struct sluice_session *session_new(int ctl_fd, const struct sluice_callba
     s->wake[0] = s->wake[1] = -1;
     s->tails_fd = -1;
     s->welcome_ms = -1;
-    s->lossless = !(opts && opts->lossy);
-    s->workers = opts ? opts->workers : 0;
+    s->lossless = !(OPTS_HAVE(opts, lossy) && opts->lossy);
+    s->workers = OPTS_HAVE(opts, workers) ? opts->workers : 0;
     if (s->workers == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         s->workers = n > 0 ? (unsigned)n : 1;
     }
     s->rings_tail = &s->rings;
-    if (opts && opts->sz >= offsetof(struct sluice_consumer_opts, record) + sizeof(opts->record) &&
-        opts->record) {
+    if (OPTS_HAVE(opts, record) && opts->record) {
         char why[320];
 
         s->rec = tf_writer__open(opts->record, why, sizeof(why));
@@ -482,8 +485,7 @@ struct sluice_session *sluice_session__open_file(const char *path,
 {
     struct sluice_consumer_opts o = {.sz = sizeof(o)};
     struct sluice_session *s;
-    int has_tids =
-        opts && opts->sz >= offsetof(struct sluice_consumer_opts, n_tids) + sizeof(opts->n_tids);
+    int has_tids = OPTS_HAVE(opts, n_tids);
     int fd;
 
     if (!path || !cb || cb->sz == 0 || (opts && opts->sz == 0) ||
@@ -491,8 +493,7 @@ struct sluice_session *sluice_session__open_file(const char *path,
         errno = EINVAL;
         return NULL;
     }
-    if (opts &&
-        opts->sz >= offsetof(struct sluice_consumer_opts, workers) + sizeof(opts->workers)) {
+    if (OPTS_HAVE(opts, workers)) {
         o.workers = opts->workers;
     }
     /* A session needs a descriptor to own; this one is never read. */
@@ -512,10 +513,7 @@ struct sluice_session *sluice_session__open_file(const char *path,
             memcpy(s->tids, opts->tids, s->n_tids * sizeof(*s->tids));
         }
     }
-    if (opts &&
-        opts->sz >=
-            offsetof(struct sluice_consumer_opts, count_insns) + sizeof(opts->count_insns) &&
-        (opts->skip_insns || opts->count_insns)) {
+    if (OPTS_HAVE(opts, count_insns) && (opts->skip_insns || opts->count_insns)) {
         s->windowed = 1;
         s->win_from = opts->skip_insns;
         s->win_to = opts->count_insns && opts->count_insns <= UINT64_MAX - opts->skip_insns
@@ -530,41 +528,40 @@ struct sluice_session *sluice_session__open_file(const char *path,
     return s;
 }
 
-static int file_cmp(const void *key, const void *elem)
-{
-    return strcmp(key, ((const struct session_file *)elem)->path);
-}
-
 int sluice_file__changed(const struct sluice_thread_info *t, const char *path, char *why, size_t n)
 {
     const struct chunk *c = decode_current(t);
+    struct session_file key = {.path = (char *)path}, *f;
     struct sluice_session *s;
     struct sluice_tf_file now;
-    struct session_file *f;
-    int changed;
+    int state;
 
     if (!c || !path || (!why && n)) {
         return -EINVAL;
     }
     s = ((const struct ring_state *)c->ring)->s;
-    f = s->n_files ? bsearch(path, s->files, s->n_files, sizeof(*s->files), file_cmp) : NULL;
+    f = s->n_files ? bsearch(&key, s->files, s->n_files, sizeof(*s->files), session_file_cmp)
+                   : NULL;
     if (!f) {
         return 0; /* nothing recorded of it (a live session, a version 1 file) */
     }
-    pthread_mutex_lock(&s->files_lock);
-    if (f->state == 0) {
-        /* A file that cannot be read now is not said changed: its reader says why. */
-        f->state = file_id__get(path, &now) == 0 &&
-                           file_id__changed(&f->then, &now, f->why, sizeof(f->why))
-                       ? 2
-                       : 1;
+    /* Compared once; later calls (cov asks at every change of module) take no lock. */
+    if ((state = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE)) == 0) {
+        pthread_mutex_lock(&s->files_lock);
+        if ((state = f->state) == 0) {
+            /* A file that cannot be read now is not said changed: its reader says why. */
+            state = file_id__get(path, &now) == 0 &&
+                            file_id__changed(&f->then, &now, f->why, sizeof(f->why))
+                        ? 2
+                        : 1;
+            __atomic_store_n(&f->state, state, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&s->files_lock);
     }
-    changed = f->state == 2;
-    if (changed && n) {
+    if (state == 2 && n) {
         snprintf(why, n, "%s", f->why);
     }
-    pthread_mutex_unlock(&s->files_lock);
-    return changed;
+    return state == 2;
 }
 
 size_t sluice_session__salvaged(const struct sluice_session *s, uint64_t *bytes)

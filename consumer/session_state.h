@@ -68,9 +68,16 @@ struct ring_state {
 struct session_file {
     char *path;
     struct sluice_tf_file then;
-    int state; /* 0 not compared yet, 1 the same (or unreadable now), 2 changed */
+    int state; /* 0 not compared yet, 1 the same (or unreadable now), 2 changed; release-stored
+                  under files_lock after why, so a reader that sees 1 or 2 needs no lock */
     char why[96];
 };
+
+/** Order of session files by path, for qsort() and bsearch() of s->files. */
+static inline int session_file_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct session_file *)a)->path, ((const struct session_file *)b)->path);
+}
 
 /** A session (sluice/consumer.h). */
 struct sluice_session {
