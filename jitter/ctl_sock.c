@@ -4,10 +4,11 @@
  * (include/sluice/ctl.h: sluice_ctl_dir(), sluice_ctl_socket_path()).
  *
  * Owns the socket's file: it is made in a directory private to this user
- * (mode 0700, ours, checked, never followed through a link), replaces a
- * stale file of the same pid (a process of that pid that was killed or
- * exec'd: only one live process has our pid), and is unlinked when this
- * process ends. Threads: ctl_sock_listen() and ctl_sock_unlink() at init,
+ * (mode 0700, ours, checked, never followed through a link), appears
+ * only once it listens (bound under a temporary name, then renamed),
+ * replaces a stale file of the same pid (a process of that pid that was
+ * killed or exec'd: only one live process has our pid), and is unlinked
+ * when this process ends. Threads: ctl_sock_listen() and ctl_sock_unlink() at init,
  * fork and exit; ctl_sock_accept() on the control thread. Never on the fast
  * path; never blocks (the socket is non-blocking).
  */
@@ -52,14 +53,17 @@ static int private_dir(const char *dir, char *why, size_t n)
 int ctl_sock_listen(char *why, size_t n)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
-    char dir[sizeof(a.sun_path)];
+    char dir[sizeof(a.sun_path)], path[sizeof(a.sun_path)];
     int fd;
 
+    /* Bound as PATH.new, renamed to PATH once listening (see below): room for ".new". */
     if (sluice_ctl_dir(dir, sizeof(dir), 1) < 0 ||
-        sluice_ctl_socket_path(a.sun_path, sizeof(a.sun_path), dir, (uint32_t)getpid()) < 0) {
-        snprintf(why, n, "the socket's path is longer than %zu bytes", sizeof(a.sun_path) - 1);
+        sluice_ctl_socket_path(path, sizeof(path) - 4, dir, (uint32_t)getpid()) < 0) {
+        snprintf(why, n, "the socket's path is longer than %zu bytes", sizeof(a.sun_path) - 5);
         return -1;
     }
+    memcpy(a.sun_path, path, strlen(path));
+    memcpy(a.sun_path + strlen(path), ".new", 5); /* fits: path is at most 103 bytes long */
     if (private_dir(dir, why, n) < 0) {
         return -1;
     }
@@ -68,13 +72,21 @@ int ctl_sock_listen(char *why, size_t n)
         snprintf(why, n, "socket: %s", strerror(errno));
         return -1;
     }
-    (void)unlink(a.sun_path); /* stale: its process had our pid, so it is gone */
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, SLUICE_MAX_CONSUMERS) < 0) {
+    /*
+     * PATH appears only once it listens: a consumer that connects as soon
+     * as it sees the file (sluice attach, a script polling for it) must not
+     * find it refusing, as a stale socket does. A PATH or PATH.new there
+     * already is stale: its process had our pid, so it is gone.
+     */
+    (void)unlink(a.sun_path);
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, SLUICE_MAX_CONSUMERS) < 0 ||
+        rename(a.sun_path, path) < 0) {
         snprintf(why, n, "%s: %s", a.sun_path, strerror(errno));
+        (void)unlink(a.sun_path);
         close(fd);
         return -1;
     }
-    memcpy(sock_path, a.sun_path, sizeof(sock_path));
+    memcpy(sock_path, path, sizeof(sock_path));
     sock_pid = getpid();
     return fd;
 }

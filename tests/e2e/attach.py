@@ -164,6 +164,18 @@ def descends(pid, ancestor):
     return False
 
 
+def is_qemu(pid, ancestor):
+    """Whether pid is a QEMU with a jitter below ancestor. A stale <pid>.sock (a QEMU
+    killed earlier) may bear the number of a thread or of the `qemu -h` precheck now."""
+    try:
+        tgid = re.search(rb"^Tgid:\s*(\d+)", slurp("/proc/%d/status" % pid), re.M)
+        argv = slurp("/proc/%d/cmdline" % pid).split(b"\0")
+    except OSError:
+        return False
+    return (tgid is not None and int(tgid.group(1)) == pid and b"-jitter" in argv
+            and descends(pid, ancestor))
+
+
 def split_dump(path, other=None):
     """A dump as {tid: b"\\n" + that thread's events, one per line, each ending in "\\n"}.
 
@@ -244,7 +256,7 @@ class Run:
         end = time.monotonic() + 30
         while time.monotonic() < end and self.p.poll() is None:
             for f in os.listdir(self.dir) if os.path.isdir(self.dir) else []:
-                if re.fullmatch(r"\d+\.sock", f) and descends(int(f[:-5]), self.p.pid):
+                if re.fullmatch(r"\d+\.sock", f) and is_qemu(int(f[:-5]), self.p.pid):
                     self.pid, self.sock = int(f[:-5]), os.path.join(self.dir, f)
                     st = os.stat(self.dir)
                     c.check(st.st_mode & 0o777 == 0o700 and st.st_uid == os.getuid(),
