@@ -242,7 +242,9 @@ static unsigned describe(const struct sluice_lift_block *b, unsigned slots, uint
 
     memset(bytes, 0, ((b->n + 7) / 8) * 8);
     for (i = 0; i < b->n; i++) {
-        int rec = b->hook[i] == SLUICE_HOOK_ALWAYS;
+        /* A first-run TB's Once instructions are recorded by that run. */
+        int rec =
+            b->hook[i] == SLUICE_HOOK_ALWAYS || (b->first_run && b->hook[i] == SLUICE_HOOK_ONCE);
 
         w[1 + i] = b->pc[i];
         bytes[i] = (uint8_t)((b->len[i] & 0x7f) | (rec ? SLUICE_BLOCK_RECORDED : 0));
@@ -346,6 +348,17 @@ const uint16_t *blocks_slots(uint64_t id, unsigned *n_slots, const uint64_t **pc
     *n_slots = (unsigned)(w0 >> 32 & 0xffff);
     *pcs = &B.data[id + 1];
     return (const uint16_t *)&B.data[id + sluice_block_words((unsigned)(w0 & 0xffff))];
+}
+
+const uint64_t *blocks_insns(uint64_t id, unsigned *n, const uint8_t **flags)
+{
+    *n = 0;
+    if (!B.hdr || id >= __atomic_load_n(&B.used, __ATOMIC_RELAXED)) {
+        return NULL;
+    }
+    *n = (unsigned)(B.data[id] & 0xffff);
+    *flags = (const uint8_t *)&B.data[id + 1 + *n];
+    return &B.data[id + 1];
 }
 
 unsigned blocks_recorded(uint64_t id, unsigned from, unsigned to)

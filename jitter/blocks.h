@@ -71,6 +71,13 @@ int blocks_index(uint64_t id, unsigned from, unsigned to, uint64_t pc);
 const uint16_t *blocks_slots(uint64_t id, unsigned *n_slots, const uint64_t **pcs);
 
 /**
+ * The instructions of descriptor @p id: their *@p n PCs (returned; NULL
+ * and 0 for no such id) and their flag bytes at *@p flags
+ * (SLUICE_BLOCK_RECORDED, length). Any thread (the table is append-only).
+ */
+const uint64_t *blocks_insns(uint64_t id, unsigned *n, const uint8_t **flags);
+
+/**
  * Exec events of instructions [@p from, @p to) of descriptor @p id: those
  * it marks recorded (SLUICE_BLOCK_RECORDED), as a consumer counts them;
  * 0 for no such id. Any thread (the table is append-only).

@@ -11,6 +11,7 @@
 #include "blocks.h"
 #include "ctl.h"
 #include "fds.h"
+#include "first_run.h"
 #include "image.h"
 #include "jitter.h"
 #include "lift.h"
@@ -493,6 +494,8 @@ __attribute__((visibility("default"))) const struct sluice_jitter_ops sluice_jit
     .once_hit = lift_once_hit,
     .lift_block = j_lift_block,
     .tb_exit = j_tb_exit,
+    .first_run = first_run_start,
+    .first_run_end = first_run_end,
     .mmap = j_mmap,
     .munmap = j_munmap,
     .mprotect = j_mprotect,

@@ -65,6 +65,31 @@ bool once_seen(uint64_t pc)
     return seen;
 }
 
+void once_unclaim(uint64_t pc)
+{
+    size_t i, j, home;
+    uint64_t *slot;
+
+    pthread_mutex_lock(&S.lock);
+    if (pc == 0) {
+        S.zero = false;
+    } else if (S.cap && *(slot = find(S.slots, S.cap, pc)) == pc) {
+        /* Backward-shift deletion: no tombstones, so find() stays exact. */
+        i = (size_t)(slot - S.slots);
+        for (j = (i + 1) & (S.cap - 1); S.slots[j] != 0; j = (j + 1) & (S.cap - 1)) {
+            home = hash(S.slots[j], S.cap);
+            /* S.slots[j] may fill the hole at i unless its home lies in (i, j]. */
+            if (((j - home) & (S.cap - 1)) >= ((j - i) & (S.cap - 1))) {
+                S.slots[i] = S.slots[j];
+                i = j;
+            }
+        }
+        S.slots[i] = 0;
+        S.n--;
+    }
+    pthread_mutex_unlock(&S.lock);
+}
+
 bool once_claim(uint64_t pc)
 {
     bool won = false;

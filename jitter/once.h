@@ -5,7 +5,8 @@
  * Per process: a forked child inherits it (its code cache already lost the
  * once calls), an execve starts with a new jitter and an empty set.
  * Thread-safe (a mutex): once_claim() runs on vCPU threads from translated
- * code, but only on a first hit, so rarely; once_seen() at lift time.
+ * code, but only on a first hit, so rarely, or as a TB's first run begins;
+ * once_seen() at lift time; once_unclaim() as a first run is cut short.
  */
 #ifndef SLUICE_JITTER_ONCE_H
 #define SLUICE_JITTER_ONCE_H
@@ -23,5 +24,11 @@ bool once_seen(uint64_t pc);
  *         beats a pc never recorded).
  */
 bool once_claim(uint64_t pc);
+
+/**
+ * Give back the claim of @p pc (a first run that did not reach it,
+ * first_run.c): the next claim of it wins again. No-op if unclaimed.
+ */
+void once_unclaim(uint64_t pc);
 
 #endif /* SLUICE_JITTER_ONCE_H */

@@ -52,13 +52,18 @@
  * guest's mappings reaches the jitter (the module map in the stream).
  * 12 — syscall and syscall_return: each guest syscall's number, arguments
  * and return value (syscall events in the stream, opt-in).
+ * 13 — first runs: a TB whose records are all Once ones (and that no other
+ * vCPU may run) is lifted with none; lift_block gets it with `first_run`
+ * set, and the jitter records its first run from C (first_run,
+ * first_run_end) instead of through the once_hit helper and a second
+ * translation.
  */
 #ifndef SLUICE_JITTER_ABI_H
 #define SLUICE_JITTER_ABI_H
 
 #include <stdint.h>
 
-#define SLUICE_JITTER_ABI_VERSION 12u
+#define SLUICE_JITTER_ABI_VERSION 13u
 
 /**
  * Per-vCPU producer state. It lives in QEMU's CPUNegativeOffsetState
@@ -132,7 +137,15 @@ static inline int sluice_block_in_flight(const struct sluice_thread_slot *slot)
 enum sluice_hook_inst {
     SLUICE_HOOK_NEVER = 0,  /**< emit nothing */
     SLUICE_HOOK_ALWAYS = 1, /**< emit an exec record inline */
-    SLUICE_HOOK_ONCE = 2,   /**< emit a call to the once helper (see once_hit) */
+    SLUICE_HOOK_ONCE = 2,   /**< record the first run: once_hit, or first_run if the TB allows */
+};
+
+/** How a TB's first run ended (first_run_end). */
+enum sluice_run_end {
+    SLUICE_RUN_DONE = 0,  /**< it left through one of its exits: every instruction ran */
+    SLUICE_RUN_NONE = 1,  /**< it left before its first instruction (an exit request) */
+    SLUICE_RUN_LEFT = 2,  /**< a longjmp at pc: that instruction started and counts */
+    SLUICE_RUN_AGAIN = 3, /**< a longjmp at pc: that instruction did not run, runs next */
 };
 
 /** sluice_lift_insn.flags: the instruction ends its TB (translate_insn set is_jmp). */
@@ -157,6 +170,15 @@ struct sluice_lift_block {
      * touch guest memory, in program order: 0..SLUICE_BLOCK_MAX_SLOTS. */
     uint32_t n_slots;
     const uint16_t *slot; /**< n_slots slots, as sluice_slot() (record.h) makes them */
+    /**
+     * 1: the TB has no inline record and no helper that records, some of its
+     * instructions are SLUICE_HOOK_ONCE, and only this vCPU runs it, right
+     * after this lift. A BLOCK header returned is then not emitted: QEMU
+     * hands it to first_run() as the TB is entered, and its Once
+     * instructions count as recorded in the descriptor. Anything else
+     * returned: QEMU lifts the TB again with once_hit calls.
+     */
+    uint32_t first_run;
 };
 
 /** What QEMU tells the jitter at load. */
@@ -281,6 +303,23 @@ struct sluice_jitter_ops {
      * cursor at `written`, as leaving the TB by an exit op would have.
      */
     void (*tb_exit)(struct sluice_thread_slot *slot, uint64_t pc, int again);
+    /**
+     * vCPU, cpu_tb_exec, as a TB lifted with `first_run` (its BLOCK header
+     * @p word from lift_block) is entered for the first time: claim its
+     * Once instructions' pcs (no other thread can have: the process has
+     * one vCPU) and append @p word as the block in flight. The run chains
+     * to no other TB, so it ends in first_run_end() and nowhere else.
+     */
+    void (*first_run)(struct sluice_thread_slot *slot, uint64_t word);
+    /**
+     * vCPU, as that first run ends (@p how: enum sluice_run_end; @p pc as
+     * in tb_exit for a longjmp, else 0): cut the block where the run got,
+     * as tb_exit does, and give back the claims of the instructions it did
+     * not reach. Then no block is in flight and `written` is the cursor.
+     * @return 1 if some claims were given back: QEMU then invalidates the
+     *         TB, whose next translation asks hook_inst again; else 0.
+     */
+    int (*first_run_end)(struct sluice_thread_slot *slot, uint64_t pc, int how);
     /**
      * Any thread, mmap_lock held: the guest range [start, start + len)
      * (bytes, page-aligned) is now mapped; @p fd is the file (still open

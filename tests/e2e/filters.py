@@ -28,7 +28,12 @@ very same execution. What sluice must have written, per filter:
 Programs: x86_64 sha256sum (the host's) and arm64 busybox sha256sum. Then
 `coverage` on the self-modifying guest (tests/guests/smc.c) on all four
 architectures: QEMU's `-d in_asm` log must show a pc lifted three times, and
-sluice must still record every pc once.
+sluice must still record every pc once. And `coverage` on guests whose TBs
+are left midway on their first run, on all four: faulting accesses and int3
+(segv.c), a process killed by SIGSEGV (exitcode.c), threads (their TBs take
+the once helper, not first runs) and fork + exec (forkexec.c). A first run
+cut short must record the instructions it ran, and those it did not reach
+when they run later, never before.
 
   filters.py --sluice build/consumer/sluice --plugin build/tests/e2e/libreftrace.so
              --filters build/filters --guests build/tests/e2e [--filter NAME]... [--keep DIR]
@@ -112,7 +117,9 @@ def check_pcs(args, tmp, arch, argv):
     return r, (0 if r.problems else r.expect(lambda ev: ev.startswith("EXEC ")))
 
 
-def check_coverage(args, tmp, arch, argv, qemu_log=None):
+def check_coverage(args, tmp, arch, argv, qemu_log=None, per_thread=False):
+    """Each pc once per process; with per_thread, once per thread (a process
+    that execs records its pcs again: it is a new program)."""
     r = Run(args, tmp, arch, argv, "coverage", qemu_log=qemu_log)
     if r.problems:
         return r, 0
@@ -121,8 +128,10 @@ def check_coverage(args, tmp, arch, argv, qemu_log=None):
     want = {pc_of(ev) for evs in r.rt.values() for ev in evs if ev.startswith("EXEC ")}
     if other:
         r.problems.append("non-exec records, first: %s" % other[0])
-    if len(got) != len(set(got)):
-        r.problems.append("%d pcs recorded more than once" % (len(got) - len(set(got))))
+    for evs in r.at.values() if per_thread else [got]:
+        pcs = [pc_of(ev) for ev in evs] if per_thread else evs
+        if len(pcs) != len(set(pcs)):
+            r.problems.append("%d pcs recorded more than once" % (len(pcs) - len(set(pcs))))
     if set(got) != want:
         r.problems.append("pc sets differ: %d only in the reference (e.g. %s), %d only in sluice"
                           % (len(want - set(got)), [hex(p) for p in list(want - set(got))[:3]],
@@ -319,6 +328,13 @@ def main():
         if not args.filter or "coverage" in args.filter:
             runs += [("coverage", "smc", arch, [os.path.join(args.guests, "smc-" + arch)],
                       check_once_smc) for arch in common.ARCHES]
+            runs += [("coverage", " ".join([guest] + gargs), arch,
+                      [os.path.join(args.guests, "%s-%s" % (guest, arch))] + gargs, check)
+                     for guest, gargs, check in [
+                         ("segv", [], check_coverage), ("exitcode", ["segv"], check_coverage),
+                         ("threads", [], check_coverage),
+                         ("forkexec", [], lambda *a: check_coverage(*a, per_thread=True))]
+                     for arch in common.ARCHES]
         for filt, name, arch, argv, check in runs:
             r, n = check(args, tmp, arch, argv)
             where = "%s on %s (%s)" % (filt, name, arch)

@@ -37,6 +37,43 @@ Test(once, grows_and_keeps_every_pc)
     cr_assert_not(once_seen(6));
 }
 
+/*
+ * Claims given back (a first run cut short, jitter/first_run.c) win again,
+ * and no other pc is lost or found: random claims and give-backs of pcs that
+ * share hash chains, checked against a plain array after every step.
+ */
+Test(once, unclaim_gives_back_exactly_that_pc)
+{
+    enum { N = 4096 };
+    static bool held[N];
+    uint64_t seed = 88172645463325252ull;
+
+    for (int step = 0; step < 200000; step++) {
+        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17; /* xorshift64 */
+        unsigned i = (unsigned)(seed % N);
+        uint64_t pc = (uint64_t)i * 4096; /* page-aligned pcs: many collide */
+
+        if (seed >> 63) {
+            cr_assert_eq(once_claim(pc), !held[i], "step %d pc 0x%llx", step,
+                         (unsigned long long)pc);
+            held[i] = true;
+        } else {
+            once_unclaim(pc);
+            held[i] = false;
+        }
+        if (step % 1000 == 0) {
+            for (unsigned j = 0; j < N; j++) {
+                cr_assert_eq(once_seen((uint64_t)j * 4096), held[j], "step %d pc 0x%llx", step,
+                             (unsigned long long)j * 4096);
+            }
+        }
+    }
+    once_unclaim(0x7777000); /* never claimed: nothing happens */
+    for (unsigned j = 0; j < N; j++) {
+        cr_assert_eq(once_seen((uint64_t)j * 4096), held[j]);
+    }
+}
+
 #define RACERS 4
 #define PCS 20000
 

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * first_run.c — Once records made by a TB's first run (see first_run.h).
+ *
+ * A TB whose records are all Once ones is lifted with none at all, so it
+ * costs one translation, not a helper call per instruction and then a
+ * second translation. In user mode a TB runs right after it is lifted, on
+ * the vCPU that lifted it: as it is entered, its pcs are claimed and its
+ * BLOCK record (the descriptor marks its Once instructions recorded) is
+ * appended as the block in flight; as that run ends, the block is cut
+ * where the run got, as for any TB left early, and the pcs it did not
+ * reach are given back, for QEMU to translate the TB again.
+ *
+ * vCPU threads only, between two TBs (cpu_tb_exec, cpu_exec's longjmp
+ * cleanup). Never blocks but in ring_reserve().
+ */
+#include "first_run.h"
+
+#include <stddef.h>
+
+#include <sluice/record.h>
+
+#include "blocks.h"
+#include "once.h"
+#include "ring.h"
+
+/* The BLOCK record of this vCPU's first run going on, or NULL. */
+static __thread uint64_t *running_at;
+
+void first_run_start(struct sluice_thread_slot *slot, uint64_t word)
+{
+    const uint8_t *flags;
+    const uint64_t *pc;
+    unsigned n, i;
+
+    running_at = NULL;
+    if (!slot->ring) {
+        return; /* not traced: nothing claimed, nothing to give back */
+    }
+    pc = blocks_insns(sluice_block_id(word), &n, &flags);
+    for (i = 0; i < n; i++) {
+        /*
+         * The process has one vCPU (the TB was lifted without
+         * CF_PARALLEL), which found the pc unclaimed as it lifted the TB:
+         * the claim is won.
+         */
+        if (flags[i] & SLUICE_BLOCK_RECORDED) {
+            once_claim(pc[i]);
+        }
+    }
+    /* Between TBs: no block is in flight, so reserve() may publish all. */
+    slot->block_at = NULL;
+    if (slot->cursor + 1 > slot->limit) {
+        ring_reserve(slot->ring, 8);
+    }
+    *slot->cursor = word;
+    slot->block_at = running_at = slot->cursor++;
+}
+
+/* Give back the claims of instructions [@p to, n) of block @p id. */
+static int give_back(uint64_t id, unsigned to)
+{
+    const uint8_t *flags;
+    const uint64_t *pc;
+    unsigned n, i;
+    int any = 0;
+
+    pc = blocks_insns(id, &n, &flags);
+    for (i = to; i < n; i++) {
+        if (flags[i] & SLUICE_BLOCK_RECORDED) {
+            once_unclaim(pc[i]);
+            any = 1;
+        }
+    }
+    return any;
+}
+
+int first_run_end(struct sluice_thread_slot *slot, uint64_t pc, int how)
+{
+    uint64_t *at = running_at, hdr;
+    unsigned to;
+
+    running_at = NULL;
+    if (!slot->ring || !at || slot->block_at != at) {
+        slot->block_at = NULL;
+        return 0;
+    }
+    hdr = *at;
+    if (how == SLUICE_RUN_LEFT || how == SLUICE_RUN_AGAIN) {
+        /* As any TB left by a longjmp: the block ends at pc (record.h). */
+        ring_tb_exit(slot->ring, pc, how == SLUICE_RUN_AGAIN);
+        to = sluice_block_to(*at);
+    } else if (how == SLUICE_RUN_NONE) {
+        /* Nothing ran: the record goes (it is the last word written). */
+        if (slot->cursor == at + 1) {
+            slot->cursor = at;
+        } else {
+            *at = ((uint64_t)SLUICE_TAG_PAD << SLUICE_TAG_SHIFT) | 1;
+        }
+        to = 0;
+    } else {
+        to = sluice_block_to(hdr);
+    }
+    slot->block_at = NULL;
+    __atomic_store_n(slot->written, (uint64_t)(uintptr_t)slot->cursor, __ATOMIC_RELEASE);
+    return give_back(sluice_block_id(hdr), to);
+}
