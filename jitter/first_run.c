@@ -27,6 +27,29 @@
 /* The BLOCK record of this vCPU's first run going on, or NULL. */
 static __thread uint64_t *running_at;
 
+/*
+ * Start pcs (+ 1, so 0 is empty) of TBs whose first run was cut short with
+ * instructions not reached: a signal's exit request before it began, a
+ * fault midway. Their next translations take the once helper, whose TB
+ * stays cached: else a guest that takes signals at a steady rate, or
+ * faults in the same place again and again, would have such a TB
+ * translated anew each time, and a TB translated more slowly than the
+ * signals come would never run (a livelock the hostile round found).
+ * Direct-mapped by pc: a pc lost to a collision costs one more cut run.
+ */
+#define REFUSED_SLOTS 1024
+static uint64_t refused[REFUSED_SLOTS];
+
+static uint64_t *refused_slot(uint64_t pc)
+{
+    return &refused[(pc ^ pc >> 10 ^ pc >> 20) % REFUSED_SLOTS];
+}
+
+int first_run_refused(uint64_t pc)
+{
+    return __atomic_load_n(refused_slot(pc), __ATOMIC_RELAXED) == pc + 1;
+}
+
 void first_run_start(struct sluice_thread_slot *slot, uint64_t word)
 {
     const uint8_t *flags;
@@ -71,6 +94,9 @@ static int give_back(uint64_t id, unsigned to)
             once_unclaim(pc[i]);
             any = 1;
         }
+    }
+    if (any) {
+        __atomic_store_n(refused_slot(pc[0]), pc[0] + 1, __ATOMIC_RELAXED);
     }
     return any;
 }

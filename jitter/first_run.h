@@ -31,4 +31,11 @@ void first_run_start(struct sluice_thread_slot *slot, uint64_t word);
  */
 int first_run_end(struct sluice_thread_slot *slot, uint64_t pc, int how);
 
+/**
+ * Whether a TB starting at guest @p pc had a first run cut short with
+ * instructions not reached (first_run_end() returned 1): its next
+ * translations take the once helper instead (lift time).
+ */
+int first_run_refused(uint64_t pc);
+
 #endif /* SLUICE_JITTER_FIRST_RUN_H */

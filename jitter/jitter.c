@@ -379,6 +379,10 @@ static void j_fork_end(int child, struct sluice_thread_slot *slot, uint32_t tid)
 static uint64_t j_lift_block(struct sluice_thread_slot *slot, const struct sluice_lift_block *b)
 {
     (void)slot;
+    /* A TB whose first run was cut short before takes the once helper (first_run.c). */
+    if (b->first_run && b->n > 0 && first_run_refused(b->pc[0])) {
+        return 0;
+    }
     return blocks_lift(b);
 }
 

@@ -31,9 +31,11 @@ architectures: QEMU's `-d in_asm` log must show a pc lifted three times, and
 sluice must still record every pc once. And `coverage` on guests whose TBs
 are left midway on their first run, on all four: faulting accesses and int3
 (segv.c), a process killed by SIGSEGV (exitcode.c), threads (their TBs take
-the once helper, not first runs) and fork + exec (forkexec.c). A first run
-cut short must record the instructions it ran, and those it did not reach
-when they run later, never before.
+the once helper, not first runs), fork + exec (forkexec.c), and a timer
+signal every 100 us during a long straight-line function (sigstorm.c: each
+signal leaves the TB about to start). A first run cut short must record the
+instructions it ran, and those it did not reach when they run later, never
+before; and the guest must get through (in 120 s, not hang).
 
   filters.py --sluice build/consumer/sluice --plugin build/tests/e2e/libreftrace.so
              --filters build/filters --guests build/tests/e2e [--filter NAME]... [--keep DIR]
@@ -68,7 +70,7 @@ def programs(inp):
 class Run:
     """One traced run: the reference's and sluice's traces, and QEMU's log."""
 
-    def __init__(self, args, tmp, arch, argv, filt, sets=(), qemu_log=None):
+    def __init__(self, args, tmp, arch, argv, filt, sets=(), qemu_log=None, timeout=600):
         prog, pargs = argv[0], argv[1:]
         self.ref = common.fresh(os.path.join(tmp, "%s-%s.ref" % (filt, arch)))
         self.act = common.fresh(os.path.join(tmp, "%s-%s.act" % (filt, arch)))
@@ -84,7 +86,7 @@ class Run:
         # its window from an earlier run).
         rc0, out0, _ = common.run(["setarch", "-R"] + common.cmd_plain(arch, prog, pargs))
         rc, out, err = common.run(["setarch", "-R"] + common.cmd_sluice(
-            args.sluice, "dump", self.act, prog, pargs, extra=extra), extra_env=env)
+            args.sluice, "dump", self.act, prog, pargs, extra=extra), timeout, extra_env=env)
         self.problems = []
         if rc != rc0 or out != out0:
             self.problems.append("traced: exit %d stdout %r; untraced: exit %d stdout %r; "
@@ -117,10 +119,10 @@ def check_pcs(args, tmp, arch, argv):
     return r, (0 if r.problems else r.expect(lambda ev: ev.startswith("EXEC ")))
 
 
-def check_coverage(args, tmp, arch, argv, qemu_log=None, per_thread=False):
+def check_coverage(args, tmp, arch, argv, qemu_log=None, per_thread=False, timeout=600):
     """Each pc once per process; with per_thread, once per thread (a process
     that execs records its pcs again: it is a new program)."""
-    r = Run(args, tmp, arch, argv, "coverage", qemu_log=qemu_log)
+    r = Run(args, tmp, arch, argv, "coverage", qemu_log=qemu_log, timeout=timeout)
     if r.problems:
         return r, 0
     got = [pc_of(ev) for evs in r.at.values() for ev in evs]
@@ -333,7 +335,9 @@ def main():
                      for guest, gargs, check in [
                          ("segv", [], check_coverage), ("exitcode", ["segv"], check_coverage),
                          ("threads", [], check_coverage),
-                         ("forkexec", [], lambda *a: check_coverage(*a, per_thread=True))]
+                         ("forkexec", [], lambda *a: check_coverage(*a, per_thread=True)),
+                         # A livelock fails in 120 s; the run takes about 1.
+                         ("sigstorm", ["100"], lambda *a: check_coverage(*a, timeout=120))]
                      for arch in common.ARCHES]
         for filt, name, arch, argv, check in runs:
             r, n = check(args, tmp, arch, argv)
