@@ -721,13 +721,23 @@ static uint64_t decode_count(struct chunk *c)
     uint64_t records = 0, insns = 0;
     struct block_view *view = c->view;
     struct block blk; /* the current block's pcs, from and end (pcs NULL: none) */
+    /* The last record if it was a whole checked TB without slots, else 0 (no
+     * record's header): a TB that loops on itself repeats it word for word. */
+    uint64_t again = 0, again_insns = 0;
 
     blk.pcs = NULL;
     block__view(view, c->blocks);
     while (i < nw) {
         uint64_t hdr = word(w, i);
-        unsigned tag = sluice_rec_tag(hdr), len;
+        unsigned tag, len;
 
+        if (hdr == again && hdr != 0) {
+            insns += again_insns; /* blk is as that record left it */
+            i++;
+            continue;
+        }
+        again = 0;
+        tag = sluice_rec_tag(hdr);
         if (tag == SLUICE_TAG_EXEC || sluice_tag_is_mem(tag)) {
             if (blk.pcs && !in_block(&blk, sluice_rec_payload(hdr))) {
                 bad_pc_count(c, &blk, i, hdr);
@@ -772,6 +782,9 @@ static uint64_t decode_count(struct chunk *c)
                     c->counts.loads += seen->loads;
                     c->counts.stores += seen->stores;
                     records += seen->n_slots;
+                } else {
+                    again = hdr;
+                    again_insns = seen->recorded;
                 }
             } else if (block__start(&blk, view, hdr, c->bad_why, sizeof(c->bad_why)) < 0) {
                 bad_record(c, i, hdr, CHUNK_BAD_BLOCK);

@@ -306,6 +306,40 @@ Test(block, blocks_back_to_back_and_exec_records_around)
     table_fini(&tb);
 }
 
+/* Counting alone takes a record equal to the one before it at once: its state must be the same. */
+Test(block, a_tb_that_loops_on_itself)
+{
+    struct table tb;
+    uint64_t w[8], a, b;
+    /* Instruction 2 of block a is not marked: its EXEC record is its event. */
+    const struct ev want[] = {X(1, 0), X(1, 1), X(1, 0), X(1, 1), X(1, 0), X(1, 1), X(1, 0),
+                              X(1, 1), X(1, 0), X(1, 1), X(1, 2), X(2, 0), X(2, 0)};
+    struct result r;
+
+    table_init(&tb, 64);
+    a = table_add(&tb, 1, 3, 1u << 2);
+    b = table_add(&tb, 2, 1, 0);
+    w[0] = w[1] = sluice_block_hdr(a, 0, 3, 0);
+    w[2] = sluice_block_hdr(a, 0, 2, 0); /* left early: not a repeat */
+    w[3] = w[4] = sluice_block_hdr(a, 0, 3, 0);
+    w[5] = sluice_exec_hdr(pc_at(1, 2)); /* checked against block a, as after any record */
+    w[6] = w[7] = sluice_block_hdr(b, 0, 1, 0);
+    expect(w, 8, &tb, want, sizeof(want) / sizeof(want[0]));
+    /* After a repeat, a record that is not in the block is still refused... */
+    w[5] = sluice_exec_hdr(pc_at(2, 0));
+    r = decode(w, 8, &tb, M_COUNT);
+    cr_assert_eq(r.bad, CHUNK_BAD_PC);
+    cr_assert_eq(r.bad_at, 0x1000 + 5 * 8);
+    result_free(&r);
+    /* ...and so is a zero word, though no record came before it. */
+    w[0] = 0;
+    r = decode(w, 8, &tb, M_COUNT);
+    cr_assert_eq(r.bad, CHUNK_BAD_HEADER);
+    cr_assert_eq(r.bad_at, 0x1000);
+    result_free(&r);
+    table_fini(&tb);
+}
+
 Test(block, interleaved_with_mem_records)
 {
     struct table tb;
