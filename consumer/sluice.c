@@ -643,11 +643,28 @@ static int status_line_ok(const struct tool_env *env)
            (env->out == stderr ? env->tool_out_none : !isatty(fileno(env->out)));
 }
 
+/*
+ * Run session @p s to its end, with the status line if @p status_line;
+ * *@p t0 is when it began. Returns whether it failed.
+ */
+static int run_traced(struct sluice_session *s, int status_line, double *t0)
+{
+    struct progress prog = {0};
+    int failed;
+
+    if (status_line) {
+        progress_start(&prog, s);
+    }
+    *t0 = now();
+    failed = sluice_session__run(s) != 0;
+    progress_stop(&prog);
+    return failed;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     struct tool_env env = {.out = stderr, .name = "stderr"};
     struct sluice_counts unused;
-    struct progress prog = {0};
     struct sluice_session *s = NULL;
     struct run_paths paths;
     struct run_args a;
@@ -674,12 +691,7 @@ static int cmd_run(int argc, char **argv)
     }
     /* The status line shares stderr with the guest's: only when the guest's
      * stdout is not the terminal. */
-    if (status_line_ok(&env) && !isatty(STDOUT_FILENO)) {
-        progress_start(&prog, s);
-    }
-    t0 = now();
-    failed = sluice_session__run(s) != 0;
-    progress_stop(&prog);
+    failed = run_traced(s, status_line_ok(&env) && !isatty(STDOUT_FILENO), &t0);
     started = sluice_session__counts(s, &unused, NULL, NULL, 0) > 0;
     if (failed && started) {
         fprintf(stderr, "sluice: trace: %s\n", sluice_session__error(s));
@@ -767,24 +779,39 @@ static void attach_failed(uint32_t pid, int err)
     }
 }
 
+/*
+ * What `attach` and `report` begin with: @p a parsed from the command line,
+ * the tool's outputs open in @p env, @p opts->workers set. Returns -1 to go
+ * on, else the exit code.
+ */
+static int begin_consumer(int argc, char **argv, enum mode mode, struct run_args *a,
+                          struct tool_env *env, struct sluice_consumer_opts *opts)
+{
+    int rc = parse_args(argc, argv, a, mode);
+
+    if (rc >= 0) {
+        return rc;
+    }
+    if (open_outputs(a, env)) {
+        return 2;
+    }
+    opts->workers = a->workers;
+    return -1;
+}
+
 static int cmd_attach(int argc, char **argv)
 {
     struct tool_env env = {.out = stderr, .name = "stderr"};
     struct sluice_callbacks cb = {.sz = sizeof(cb)};
     struct sluice_consumer_opts opts = {.sz = sizeof(opts)};
     struct sluice_counts unused;
-    struct progress prog = {0};
     struct run_args a;
-    int rc = parse_args(argc, argv, &a, MODE_ATTACH), failed;
+    int rc = begin_consumer(argc, argv, MODE_ATTACH, &a, &env, &opts), failed;
     double t0;
 
     if (rc >= 0) {
         return rc;
     }
-    if (open_outputs(&a, &env)) {
-        return 2;
-    }
-    opts.workers = a.workers;
     opts.lossy = a.lossy;
     opts.record = a.record;
     a.tool->setup(&env, &cb);
@@ -800,12 +827,7 @@ static int cmd_attach(int argc, char **argv)
     if (detach_early) {
         sluice_session__detach(attached);
     }
-    if (status_line_ok(&env)) {
-        progress_start(&prog, attached);
-    }
-    t0 = now();
-    failed = sluice_session__run(attached) != 0;
-    progress_stop(&prog);
+    failed = run_traced(attached, status_line_ok(&env), &t0);
     if (failed && sluice_session__counts(attached, &unused, NULL, NULL, 0) == 0) {
         /* Refused (another user, a full registry) or gone before WELCOME. */
         fprintf(stderr, "sluice: attach %u: %s\n", a.pid, sluice_session__error(attached));
@@ -850,18 +872,13 @@ static int cmd_report(int argc, char **argv)
     struct sluice_callbacks cb = {.sz = sizeof(cb)};
     struct sluice_consumer_opts opts = {.sz = sizeof(opts)};
     struct sluice_counts unused;
-    struct progress prog = {0};
     struct run_args a;
-    int rc = parse_args(argc, argv, &a, MODE_REPORT), failed;
+    int rc = begin_consumer(argc, argv, MODE_REPORT, &a, &env, &opts), failed;
     double t0;
 
     if (rc >= 0) {
         return rc;
     }
-    if (open_outputs(&a, &env)) {
-        return 2;
-    }
-    opts.workers = a.workers;
     opts.tids = a.n_tids ? a.tids : NULL;
     opts.n_tids = a.n_tids;
     opts.skip_insns = a.skip;
@@ -873,12 +890,7 @@ static int cmd_report(int argc, char **argv)
         return 2;
     }
     detach_on_signals(0);
-    if (status_line_ok(&env)) {
-        progress_start(&prog, attached);
-    }
-    t0 = now();
-    failed = sluice_session__run(attached) != 0;
-    progress_stop(&prog);
+    failed = run_traced(attached, status_line_ok(&env), &t0);
     if (sluice_session__counts(attached, &unused, NULL, NULL, 0) == 0) {
         /* Not a trace file, or nothing in it: nothing to report. */
         fprintf(stderr, "sluice: report: %s\n",
