@@ -127,7 +127,6 @@ int first_run_end(struct sluice_thread_slot *slot, uint64_t pc, int how)
     } else {
         to = sluice_block_to(hdr);
     }
-    slot->block_at = NULL;
-    __atomic_store_n(slot->written, (uint64_t)(uintptr_t)slot->cursor, __ATOMIC_RELEASE);
+    ring_tb_left(slot->ring);
     return give_back(sluice_block_id(hdr), to);
 }

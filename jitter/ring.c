@@ -523,11 +523,7 @@ static uint64_t *put_headers(uint64_t *at, uint64_t words, unsigned k)
     return end;
 }
 
-/*
- * The TB is over: no block is in flight, and every record up to the
- * cursor is whole (as the TB's exit ops would have stored, jitter_abi.h).
- */
-static void tb_left(struct ring *r)
+void ring_tb_left(struct ring *r)
 {
     r->slot->block_at = NULL;
     __atomic_store_n(r->slot->written, (uint64_t)(uintptr_t)r->slot->cursor, __ATOMIC_RELEASE);
@@ -668,7 +664,7 @@ void ring_tb_exit(struct ring *r, uint64_t pc, int again)
         if (again) {
             take_back_exec(r, pc);
         }
-        tb_left(r);
+        ring_tb_left(r);
         return;
     }
     hdr = *at;
@@ -710,7 +706,7 @@ void ring_tb_exit(struct ring *r, uint64_t pc, int again)
               (hdr & ~SLUICE_PAYLOAD_MASK);
     }
     *at = hdr;
-    tb_left(r);
+    ring_tb_left(r);
 }
 
 /*

@@ -90,6 +90,13 @@ void ring_publish_all(struct ring *r);
 void ring_reserve(struct ring *r, uint64_t need);
 
 /**
+ * The TB is over: no block is in flight (slot->block_at cleared), and every
+ * record up to the cursor is whole: the cursor is stored at slot->written,
+ * as the TB's exit ops would have (jitter_abi.h). vCPU.
+ */
+void ring_tb_left(struct ring *r);
+
+/**
  * A longjmp left translated code at guest @p pc, with the block in flight
  * at slot->block_at (if any, in this ring: sluice_block_in_flight): end
  * its record at that instruction, included; left before its last slot,
