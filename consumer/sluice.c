@@ -541,6 +541,12 @@ static void report_unclosed(FILE *out, const struct sluice_session *s, int statu
     }
 }
 
+/* Where the command's notes on the run go: with the tool's report if that is for people. */
+static FILE *notes_out(const struct run_args *a, const struct tool_env *env)
+{
+    return a->tool->for_people && !env->json && !(env->dump & TOOL_DUMP_RAW) ? env->out : stderr;
+}
+
 /* Whether the guest's QEMU (wait status @p status) ended well. */
 static int exited_0(int status)
 {
@@ -711,7 +717,7 @@ static int cmd_run(int argc, char **argv)
     }
     failed |= a.tool->report(&env, s, now() - t0) != 0;
     /* Text beside a JSON report would break it: then the line goes to stderr. */
-    report_unclosed(env.json ? stderr : env.out, s, status);
+    report_unclosed(notes_out(&a, &env), s, status);
     failed |= close_output(&env);
     sluice_session__free(s);
     filter_arg_cleanup(&a.filter);
@@ -905,7 +911,7 @@ static int cmd_report(int argc, char **argv)
         fprintf(stderr, "sluice: report: %s\n", sluice_session__error(attached));
     }
     failed |= a.tool->report(&env, attached, now() - t0) != 0;
-    report_unclosed(env.json ? stderr : env.out, attached, -1);
+    report_unclosed(notes_out(&a, &env), attached, -1);
     report_window(&a);
     failed |= close_output(&env);
     sluice_session__free(detach_none());

@@ -259,4 +259,4 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     return rc;
 }
 
-const struct tool tool_cov = {"cov", setup, report};
+const struct tool tool_cov = {"cov", setup, report, 0};

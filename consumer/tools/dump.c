@@ -529,4 +529,4 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     return out.failed ? -1 : 0; /* the failure was reported when it happened */
 }
 
-const struct tool tool_dump = {"dump", setup, report};
+const struct tool tool_dump = {"dump", setup, report, 1};

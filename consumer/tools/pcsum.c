@@ -295,5 +295,5 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     return rc;
 }
 
-const struct tool tool_pcsum = {"pcsum", setup_pc, report};
-const struct tool tool_pcsum_batch = {"pcsum-batch", setup_batch, report};
+const struct tool tool_pcsum = {"pcsum", setup_pc, report, 0};
+const struct tool tool_pcsum_batch = {"pcsum-batch", setup_batch, report, 0};

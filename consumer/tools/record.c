@@ -34,4 +34,4 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     return 0;
 }
 
-const struct tool tool_record = {"record", setup, report};
+const struct tool tool_record = {"record", setup, report, 0};

@@ -126,4 +126,4 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     return 0;
 }
 
-const struct tool tool_stats = {"stats", setup, report};
+const struct tool tool_stats = {"stats", setup, report, 1};

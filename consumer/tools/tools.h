@@ -56,6 +56,12 @@ struct tool {
      * @return 0, or -1 after printing why on stderr.
      */
     int (*report)(struct tool_env *env, struct sluice_session *s, double seconds);
+    /**
+     * Its output (without --json or --raw) is a report for people, where the
+     * command's notes on the run (a killed guest, say) belong; else they go
+     * to stderr, not into a file or stream that scripts and other tools read.
+     */
+    int for_people;
 };
 
 /** `dump`: one text line per event, in per-thread program order. */

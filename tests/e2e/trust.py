@@ -387,6 +387,12 @@ def case_kill(c):
         if rc != -signal.SIGKILL:
             problems.append("sluice %s, want signal SIGKILL; stderr %r"
                             % (describe(rc), err[-400:]))
+        # The raw dump is for scripts: the note on the kill goes to stderr, not into it.
+        with open(dump, errors="replace") as f:
+            notes = [line for line in f if "killed" in line]
+        if notes or b"guest killed by SIGKILL" not in err:
+            problems.append("the note on the kill is in the raw dump (%r), not on stderr (%r)"
+                            % (notes[:1], err[-300:]))
         c.report("external SIGKILL %d" % (n + 1), problems, "%s, %s" % (describe(rc), figures))
         c.done("wait%d" % n)
     # Threads that bumped N times and then spin outside bump(), in TBs that
