@@ -283,15 +283,39 @@ static void forward_to_guest(int sig)
     }
 }
 
-static void forward_signals(void)
+/*
+ * SIGINT/SIGQUIT typed at the terminal reach the guest by themselves (its
+ * process group is ours): those, sent by the kernel, are ignored here. One
+ * sent to sluice alone by a process (kill, timeout -s INT) is meant for the
+ * guest as SIGTERM is: pass it on.
+ */
+static void forward_if_sent(int sig, siginfo_t *info, void *ctx)
 {
-    struct sigaction fwd;
+    (void)ctx;
+    if (info->si_code <= 0) { /* SI_USER, SI_QUEUE, SI_TKILL: a process sent it */
+        forward_to_guest(sig);
+    }
+}
+
+/* @p old_int, @p old_quit: what sluice started with (an ignored one stays ignored). */
+static void forward_signals(const struct sigaction *old_int, const struct sigaction *old_quit)
+{
+    struct sigaction fwd, sent;
 
     memset(&fwd, 0, sizeof(fwd));
     fwd.sa_handler = forward_to_guest;
     fwd.sa_flags = SA_RESTART;
     sigaction(SIGTERM, &fwd, NULL);
     sigaction(SIGHUP, &fwd, NULL);
+    memset(&sent, 0, sizeof(sent));
+    sent.sa_sigaction = forward_if_sent;
+    sent.sa_flags = SA_RESTART | SA_SIGINFO;
+    if (old_int->sa_handler != SIG_IGN) {
+        sigaction(SIGINT, &sent, NULL);
+    }
+    if (old_quit->sa_handler != SIG_IGN) {
+        sigaction(SIGQUIT, &sent, NULL);
+    }
 }
 
 pid_t launch_spawn(const char *qemu, const char *jitter_arg, const char *prog, char *const args[],
@@ -318,7 +342,7 @@ pid_t launch_spawn(const char *qemu, const char *jitter_arg, const char *prog, c
         return pid;
     }
     guest_pid = pid;
-    forward_signals();
+    forward_signals(&old_int, &old_quit);
     return pid;
 }
 

@@ -6,7 +6,7 @@ For each architecture, the exitcode guest exits with 0, 3 and 255, dies of an
 unhandled SIGSEGV, of abort() (SIGABRT) and of raise(SIGKILL), and prints
 the descriptor open() returns; `sluice run` must end with the same status
 (the same signal, re-raised) and the same stdout as the guest run directly
-under qemu-<arch>. SIGTERM sent to sluice must reach the guest, and the
+under qemu-<arch>. SIGTERM and SIGINT sent to sluice must reach the guest, and the
 report of what ran must still be written. Then sluice's own usage
 errors: a program that is not an ELF file of a supported machine (a 32-bit
 ARM ELF, a text file) and a missing program must exit 2 with exactly one
@@ -45,30 +45,37 @@ def usage_error(args, tmp, what, prog, tool="stats", extra=()):
     return True
 
 
-def sigterm_reaches_guest(args, tmp):
-    """SIGTERM to sluice ends the guest (an endless loop) and the report is still written."""
-    out = os.path.join(tmp, "term.json")
+def signal_reaches_guest(args, tmp, sig):
+    """@p sig sent to sluice alone ends the guest (an endless loop) and the report is
+    still written. (SIGINT too: one typed at a terminal reaches the guest by itself.)"""
+    name = signal.Signals(sig).name
+    out = os.path.join(tmp, "%s.json" % name)
     cmd = common.cmd_sluice(args.sluice, "stats", out, "/bin/sh", ["-c", "while :; do :; done"],
                             extra=["--json"])
+    # Not ignored from the start (a test runner may ignore SIGINT; sluice keeps that).
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         env=common.guest_env(sluice=True))
+                         env=common.guest_env(sluice=True),
+                         preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL),
+                         start_new_session=True)  # so a failure ends its QEMU too
     time.sleep(2)
-    p.send_signal(signal.SIGTERM)
+    p.send_signal(sig)
     try:
         _, err = p.communicate(timeout=60)
     except subprocess.TimeoutExpired:
-        p.kill()
-        print("SIGTERM: sluice still running 60 s after SIGTERM")
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        print("%s: sluice still running 60 s after %s" % (name, name))
         return False
     try:
         with open(out) as f:
             insns = json.load(f)["total"]["insns"]
     except (OSError, ValueError, KeyError) as e:
-        print("SIGTERM: no report (%s); stderr %r" % (e, err[-300:]))
+        print("%s: no report (%s); stderr %r" % (name, e, err[-300:]))
         return False
-    good = p.returncode == -signal.SIGTERM and insns > 0
-    print("SIGTERM: sluice %s, report of %d instructions%s" % (
-        describe(p.returncode), insns, "" if good else " FAILED (want signal SIGTERM, insns > 0)"))
+    good = p.returncode == -sig and insns > 0
+    print("%s: sluice %s, report of %d instructions%s" % (
+        name, describe(p.returncode), insns,
+        "" if good else " FAILED (want signal %s, insns > 0)" % name))
     return good
 
 
@@ -115,7 +122,8 @@ def main():
         ok = usage_error(args, tmp, "unknown tool", text, "bogus") and ok
         ok = usage_error(args, tmp, "dump option with stats", text, "stats", ["--lines"]) and ok
         ok = usage_error(args, tmp, "--raw with --no-disasm", text, "dump", ["--no-disasm"]) and ok
-        ok = sigterm_reaches_guest(args, tmp) and ok
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            ok = signal_reaches_guest(args, tmp, sig) and ok
     if not ok:
         common.fail("exit: sluice does not end like its guest")
     print("exit: all ok")
