@@ -94,6 +94,26 @@ static int check_ident(struct filter_load *ld, const uint8_t *buf, size_t size)
     return 0;
 }
 
+/* Why the section header table cannot be read, for a person: a cut file is the likely one. */
+static int bad_shdrs(struct elf_view *v, const GElf_Ehdr *eh)
+{
+    uint64_t end = eh->e_shoff + (uint64_t)eh->e_shnum * eh->e_shentsize;
+    size_t size = 0;
+    int err = elf_errno();
+
+    if (elf_rawfile(v->e, &size) && end > size) {
+        return filter_fail(v->ld, -EINVAL,
+                           "cut short: its section header table ends at byte %llu, past the "
+                           "file's end (%zu bytes)",
+                           (unsigned long long)end, size);
+    }
+    if (err) {
+        return filter_fail(v->ld, -EINVAL, "bad section header table (%s)", elf_errmsg(err));
+    }
+    return filter_fail(v->ld, -EINVAL, "bad section header table: name table index %zu of %zu",
+                       v->shstrndx, v->shnum);
+}
+
 static int check_ehdr(struct elf_view *v)
 {
     GElf_Ehdr eh;
@@ -108,7 +128,7 @@ static int check_ehdr(struct elf_view *v)
     }
     if (elf_getshdrnum(v->e, &v->shnum) < 0 || elf_getshdrstrndx(v->e, &v->shstrndx) < 0 ||
         v->shstrndx >= v->shnum) {
-        return filter_fail(v->ld, -EINVAL, "bad section header table (%s)", elf_errmsg(-1));
+        return bad_shdrs(v, &eh);
     }
     if (v->shnum > ELF_MAX_SECTIONS) {
         return filter_fail(v->ld, -EINVAL, "%zu sections (at most %d)", v->shnum, ELF_MAX_SECTIONS);

@@ -146,6 +146,9 @@ Test(refuse, every_truncation_of_a_good_object)
 
         cr_assert_eq(rc, -EINVAL, "cut at %zu of %zu: rc %d (%s)", cut, size, rc, err);
         cr_assert_eq(strncmp(err, "mem.o: ", 7), 0, "%s", err);
+        /* Past the ELF header, the section headers (clang puts them last) say what is wrong. */
+        cr_assert(cut < 64 || strstr(err, ": cut short: its section header table ends at byte"),
+                  "cut at %zu: %s", cut, err);
     }
     cr_assert_str_eq((open_bytes(obj, 10), err), "mem.o: not an ELF object");
     free(obj);
