@@ -555,6 +555,7 @@ int ring_source__welcome(struct sluice_session *s)
     }
     n = ctl_recv(s->fd, &m, &fd);
     if (n > 0 && m.type == SLUICE_CTL_WELCOME && m.version == SLUICE_CTL_VERSION) {
+        s->once_before = m.once_before;
         return map_tails(s, fd, m.tail_bytes);
     }
     if (fd >= 0) {

@@ -642,6 +642,11 @@ int sluice_session__detached(const struct sluice_session *s)
     return __atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE);
 }
 
+uint32_t sluice_session__once_before(const struct sluice_session *s)
+{
+    return s->once_before;
+}
+
 const char *sluice_session__error(const struct sluice_session *s)
 {
     return s->err;

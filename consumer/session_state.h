@@ -86,10 +86,12 @@ struct sluice_session {
     unsigned workers;
     int lossless;
     int ran;
-    int eof;         /* atomic: control socket at EOF, every head is final */
-    int detaching;   /* atomic: sluice_session__detach() was called */
-    int wake[2];     /* pipe: detach writes a byte, the control thread's poll wakes */
-    int welcome_ms;  /* how long to wait for WELCOME; -1: as long as it takes */
+    int eof;        /* atomic: control socket at EOF, every head is final */
+    int detaching;  /* atomic: sluice_session__detach() was called */
+    int wake[2];    /* pipe: detach writes a byte, the control thread's poll wakes */
+    int welcome_ms; /* how long to wait for WELCOME; -1: as long as it takes */
+    /* WELCOME's once_before: Once pcs recorded before we came (sluice/ctl.h). */
+    uint32_t once_before;
     uint64_t events; /* atomic: records decoded */
     uint64_t gseq;   /* atomic: the next chunk's or end's number over all rings (order.h) */
     uint64_t lost;   /* atomic: events LOST records delivered said were lost */

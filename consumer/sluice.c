@@ -844,6 +844,13 @@ static int cmd_attach(int argc, char **argv)
         fprintf(stderr, "sluice: trace: %s\n", sluice_session__error(attached));
     }
     failed |= a.tool->report(&env, attached, now() - t0) != 0;
+    if (sluice_session__once_before(attached)) {
+        fprintf(stderr,
+                "sluice: attach %u: %u pcs of its filter's Once instructions had been recorded "
+                "for consumers attached before this one: they are not recorded again, so this "
+                "trace has none of them\n",
+                a.pid, sluice_session__once_before(attached));
+    }
     fprintf(stderr, "sluice: %s pid %u after %.2f s\n",
             sluice_session__detached(attached) ? "detached from"
             : failed                           ? "stopped, on the error above, tracing"

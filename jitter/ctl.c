@@ -29,6 +29,7 @@
 #include "ctl_sock.h"
 #include "fds.h"
 #include "jitter.h"
+#include "once.h"
 #include "tails.h"
 
 #include <errno.h>
@@ -361,11 +362,14 @@ static int welcome(unsigned i, time_t until)
 {
     struct sluice_ctl_msg w = {.type = SLUICE_CTL_WELCOME, .version = SLUICE_CTL_VERSION};
     char why[96];
+    size_t once;
     int err;
 
     w.pid = (uint32_t)getpid();
     w.slot = i;
     w.tail_bytes = SLUICE_TAIL_BYTES;
+    once = once_claimed();
+    w.once_before = once < UINT32_MAX ? (uint32_t)once : UINT32_MAX;
     snprintf(w.arch, sizeof(w.arch), "%s", reg.arch);
     err = tails_new(i);
     if (err < 0) {

@@ -16,6 +16,7 @@
 #include "jitter.h"
 #include "lift.h"
 #include "maplog.h"
+#include "once.h"
 #include "opts.h"
 
 #include <errno.h>
@@ -388,11 +389,19 @@ static uint64_t j_lift_block(struct sluice_thread_slot *slot, const struct sluic
 
 /*
  * Exclusive, after the flush jitter_consumers_changed() asked for: from
- * now on TBs are instrumented only if some consumer is attached.
+ * now on TBs are instrumented only if some consumer is attached. With
+ * none, Once claims are forgotten: what they recorded went to consumers
+ * that have all gone, so the next one to attach is told of each pc's next
+ * hit (else it would get nothing for every pc that ran before it).
  */
 static void j_flushed(void)
 {
-    lift_enable(ctl_consumers() > 0);
+    int on = ctl_consumers() > 0;
+
+    if (!on) {
+        once_reset();
+    }
+    lift_enable(on);
 }
 
 /* A longjmp left the TB at @p pc: its block ran up to that instruction,

@@ -12,6 +12,7 @@
 #define SLUICE_JITTER_ONCE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /** Whether @p pc was claimed already (lift time: answer Never instead of Once). */
@@ -30,5 +31,16 @@ bool once_claim(uint64_t pc);
  * first_run.c): the next claim of it wins again. No-op if unclaimed.
  */
 void once_unclaim(uint64_t pc);
+
+/**
+ * Forget every claim: each pc's next hit is a first one again. For a time
+ * with no consumer attached (its records went to nobody); only while no
+ * vCPU runs translated code (exclusive, after a flush), so no TB lifted
+ * with a Once answer is left to claim after it. @return claims forgotten.
+ */
+size_t once_reset(void);
+
+/** How many pcs are claimed now (any thread). */
+size_t once_claimed(void);
 
 #endif /* SLUICE_JITTER_ONCE_H */

@@ -391,6 +391,17 @@ void sluice_session__detach(struct sluice_session *s);
  */
 int sluice_session__detached(const struct sluice_session *s);
 
+/**
+ * How many pcs the process's filter answered SLUICE_ONCE for had been
+ * recorded already, for consumers attached then, when this session was
+ * taken in (at least that many: sluice/ctl.h, WELCOME's `once_before`).
+ * Their next hits are not recorded, so this session never sees them; 0
+ * when no consumer was attached before it (then every pc is recorded at
+ * its next hit), and for a trace file. Call after sluice_session__run()
+ * returned (before, 0). Any thread.
+ */
+uint32_t sluice_session__once_before(const struct sluice_session *s);
+
 /** A traced process, as it describes itself (control message INFO, sluice/ctl.h). */
 struct sluice_process_info {
     uint32_t pid;       /**< its pid (QEMU's, which is the guest's) */

@@ -99,7 +99,10 @@ struct sluice_ctl_msg {
     uint64_t
         tail_bytes; /**< WELCOME: bytes the tail file attached may grow to (SLUICE_TAIL_BYTES) */
     uint32_t line;  /**< RING: the ring's line in the consumer's tail file */
-    uint32_t pad_;
+    /** WELCOME: pcs of the process's Once filter (SLUICE_ONCE) recorded before this consumer
+     *  came, for consumers attached then (at least; saturates at UINT32_MAX): their next hits are
+     *  not recorded, so this consumer never sees them. 0 for the first consumer after none. */
+    uint32_t once_before;
 };
 
 /**

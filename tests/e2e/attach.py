@@ -27,6 +27,9 @@ exit 0 with an untraced run's stdout and count exactly what the reference does.
   bare     QEMU -jitter with no consumer lifts QEMU's own TCG ops (-d op)
   forks    QEMU -jitter running forkloop, 30 attach windows on x86_64 and
            aarch64: every child forked inside a window is traced whole
+  once     QEMU -jitter with the coverage filter, one consumer at a time: no
+           window records a pc twice, and none is left empty by those before it;
+           one attached while another is says how many pcs it will not see
 
 windows, kill and uid use a private XDG_RUNTIME_DIR, garbage and ls none.
 
@@ -57,7 +60,7 @@ import common
 
 CTL = struct.Struct("=IIIIIIQQ16s96s16sIIIIQQII")  # include/sluice/ctl.h, version 4
 FIELDS = ("type version pid tid slot lossless ring_bytes offset arch error comm threads "
-          "consumers lossless_consumers waiting lost tail_bytes line pad").split()
+          "consumers lossless_consumers waiting lost tail_bytes line once_before").split()
 HELLO, WELCOME, RING, REFUSED, QUERY, INFO = 1, 2, 3, 4, 5, 6
 NOBODY = 65534
 # 14 workers: 16 consumer slots (record.h) less sluice run's own and the whole-run attach
@@ -553,6 +556,66 @@ def case_zero(c):
           "(%d events in all)" % (len(wins), events))
 
 
+def window_pcs(path):
+    """The pcs of a raw dump's EXEC lines, in order."""
+    return re.findall(rb"^\d+ EXEC (0x[0-9a-f]+)$", slurp(path), re.M) if os.path.exists(path) \
+        else []
+
+
+def case_once(c):
+    """QEMU -jitter with a Once filter (coverage) and one consumer at a time: each window records
+    each pc at most once, and a window after a time with nobody attached is told of the pcs
+    that still run (the guest's threads loop the whole time), not left empty because earlier
+    windows had them. Before the fix, every window after the first was empty."""
+    cov = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(c.args.sluice))),
+                       "filters", "coverage.bpf.o")
+    g = start(c, [common.qemu_bin("x86_64"), "-jitter", c.jitter() + ",filter=" + cov, c.prog,
+                  "8"], "once", c.xdg)
+    sock, end = os.path.join(c.xdg, "sluice", "%d.sock" % g.pid), time.monotonic() + 20
+    while not os.path.exists(sock) and time.monotonic() < end:
+        time.sleep(0.02)
+    wins = []
+    for k in range(4):
+        time.sleep(0.3)  # nobody attached meanwhile
+        if g.poll() is not None:
+            break
+        p, out = c.attach(g.pid, "once-%d" % k, c.xdg)
+        sigint_ready(p.pid)
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        rc, _, err = finish(p, 60)
+        c.check(rc == 0 and b"Once" not in err, "window %d: exit %s, stderr %r"
+                % (k, rc, err[-300:]))
+        wins.append(window_pcs(out))
+    # One attached while another is: it is told how many pcs it will not see.
+    first, _ = c.attach(g.pid, "once-first", c.xdg)
+    sigint_ready(first.pid)
+    time.sleep(0.4)
+    late, late_out = c.attach(g.pid, "once-late", c.xdg)
+    sigint_ready(late.pid)
+    time.sleep(0.3)
+    for p in (late, first):
+        p.send_signal(signal.SIGINT)
+    (rc1, _, err1), (rc2, _, err2) = finish(first, 60), finish(late, 60)
+    m = re.search(rb"attach \d+: (\d+) pcs of its filter's Once instructions had been recorded",
+                  err2)
+    c.check(rc1 == 0 and rc2 == 0 and m and int(m.group(1)) > 0,
+            "overlapping consumers: exits %s, %s; the late one's stderr %r"
+            % (rc1, rc2, err2[-300:]))
+    late_pcs = window_pcs(late_out)
+    c.check(len(late_pcs) == len(set(late_pcs)), "the late consumer got pcs twice")
+    rc, _, err = finish(g, 60)
+    c.check(rc == 0, "QEMU -jitter: exit %s, stderr %r" % (rc, err[-300:]))
+    c.check(len(wins) == 4, "%d windows of 4 ran before the guest ended" % len(wins))
+    for k, pcs in enumerate(wins):
+        c.check(len(pcs) == len(set(pcs)), "window %d: %d pcs recorded more than once"
+                % (k, len(pcs) - len(set(pcs))))
+        c.check(k == 0 or len(set(pcs) & set(wins[0])) > 0,
+                "window %d: %d pcs, none of the %d of window 0 though the same loops ran"
+                % (k, len(pcs), len(set(wins[0]))))
+    print("once: %d windows, %s pcs each" % (len(wins), "/".join(str(len(w)) for w in wins)))
+
+
 def tcg_ops(c, name, cmd):
     """The TCG ops QEMU lifted for cmd (-d op), host pointers (exit_tb's) left out."""
     log = c.path(name + ".ops")
@@ -920,7 +983,7 @@ def case_lossy(c):
 
 
 CASES = {"windows": case_windows, "kill": case_kill, "uid": case_uid, "garbage": case_garbage,
-         "ls": case_ls, "lossy": case_lossy, "rogue": case_rogue, "zero": case_zero,
+         "ls": case_ls, "lossy": case_lossy, "rogue": case_rogue, "zero": case_zero, "once": case_once,
          "bare": case_bare, "forks": case_forks}
 
 
