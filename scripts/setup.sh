@@ -8,6 +8,7 @@
 #   4. sluice itself, in ./build (with ASan/UBSan; the jitter, which lives in
 #      QEMU's process, without).
 # With --example, then trace a shipped example program with `sluice run`.
+# JOBS (default: the number of CPUs) bounds the parallel jobs of both builds.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -87,7 +88,7 @@ if [ ! -f build/build.ninja ]; then
 else
     meson configure build -Dqemu_dir="$qemu_dir" >&2
 fi
-ninja -C build >&2
+ninja -C build -j "${JOBS:-$(nproc)}" >&2 # JOBS: as for the QEMU build
 say "built sluice in ./build"
 
 if [ $example = 1 ]; then
