@@ -114,19 +114,15 @@ bool once_claim(uint64_t pc)
     return won;
 }
 
-size_t once_reset(void)
+void once_reset(void)
 {
-    size_t n;
-
     pthread_mutex_lock(&S.lock);
-    n = S.n + S.zero;
     if (S.cap) {
         memset(S.slots, 0, S.cap * sizeof(*S.slots));
     }
     S.n = 0;
     S.zero = false;
     pthread_mutex_unlock(&S.lock);
-    return n;
 }
 
 size_t once_claimed(void)

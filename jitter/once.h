@@ -36,9 +36,9 @@ void once_unclaim(uint64_t pc);
  * Forget every claim: each pc's next hit is a first one again. For a time
  * with no consumer attached (its records went to nobody); only while no
  * vCPU runs translated code (exclusive, after a flush), so no TB lifted
- * with a Once answer is left to claim after it. @return claims forgotten.
+ * with a Once answer is left to claim after it.
  */
-size_t once_reset(void);
+void once_reset(void);
 
 /** How many pcs are claimed now (any thread). */
 size_t once_claimed(void);
