@@ -716,7 +716,7 @@ static int cmd_run(int argc, char **argv)
         return 2;
     }
     failed |= a.tool->report(&env, s, now() - t0) != 0;
-    /* Text beside a JSON report would break it: then the line goes to stderr. */
+    /* Text inside a JSON, raw or drcov output would break it: notes_out() says where. */
     report_unclosed(notes_out(&a, &env), s, status);
     failed |= close_output(&env);
     sluice_session__free(s);

@@ -398,7 +398,7 @@ int sluice_session__detached(const struct sluice_session *s);
  * Their next hits are not recorded, so this session never sees them; 0
  * when no consumer was attached before it (then every pc is recorded at
  * its next hit), and for a trace file. Call after sluice_session__run()
- * returned (before, 0). Any thread.
+ * returned (0 until its WELCOME was read). Any thread.
  */
 uint32_t sluice_session__once_before(const struct sluice_session *s);
 
