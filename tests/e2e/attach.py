@@ -983,8 +983,8 @@ def case_lossy(c):
 
 
 CASES = {"windows": case_windows, "kill": case_kill, "uid": case_uid, "garbage": case_garbage,
-         "ls": case_ls, "lossy": case_lossy, "rogue": case_rogue, "zero": case_zero, "once": case_once,
-         "bare": case_bare, "forks": case_forks}
+         "ls": case_ls, "lossy": case_lossy, "rogue": case_rogue, "zero": case_zero,
+         "bare": case_bare, "forks": case_forks, "once": case_once}
 
 
 def main():

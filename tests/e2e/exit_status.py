@@ -6,8 +6,8 @@ For each architecture, the exitcode guest exits with 0, 3 and 255, dies of an
 unhandled SIGSEGV, of abort() (SIGABRT) and of raise(SIGKILL), and prints
 the descriptor open() returns; `sluice run` must end with the same status
 (the same signal, re-raised) and the same stdout as the guest run directly
-under qemu-<arch>. SIGTERM and SIGINT sent to sluice must reach the guest, and the
-report of what ran must still be written. Then sluice's own usage
+under qemu-<arch>. SIGTERM and SIGINT sent to sluice must reach the guest,
+and the report of what ran must still be written. Then sluice's own usage
 errors: a program that is not an ELF file of a supported machine (a 32-bit
 ARM ELF, a text file) and a missing program must exit 2 with exactly one
 line on stderr.
