@@ -490,7 +490,8 @@ void sluice_session__progress(const struct sluice_session *s, struct sluice_prog
 
 /**
  * Counters after sluice_session__run(): totals into @p total, and up to
- * @p max per-thread entries into @p threads / @p infos (may be NULL).
+ * @p max per-thread entries into @p threads / @p infos (may be NULL), in
+ * the order the session learnt of the threads' rings.
  * @return the number of guest thread rings seen (may exceed @p max).
  */
 size_t sluice_session__counts(const struct sluice_session *s, struct sluice_counts *total,

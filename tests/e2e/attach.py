@@ -674,8 +674,10 @@ def case_forks(c):
             except (OSError, ValueError, KeyError) as e:
                 c.check(False, "%s window %d: no stats JSON (%s)" % (arch, k, e))
                 continue
-            kids = sorted((t["pid"], t["insns"]) for t in threads
-                          if t["pid"] == t["tid"] and t["pid"] != g.pid)
+            # In the order their rings came (sluice_session__counts), not by pid: pids wrap
+            # around (pid_max is 32768 here), which once put the last child first.
+            kids = [(t["pid"], t["insns"]) for t in threads
+                    if t["pid"] == t["tid"] and t["pid"] != g.pid]
             counts += [(k, pid, n) for pid, n in kids[:-1]]  # the last may outlive the window
         rc, out, err = finish(g, 60)
         c.check(rc == 0 and out.startswith(b"forkloop: some"), "%s guest: exit %s, stdout %r, "
