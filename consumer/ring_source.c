@@ -59,10 +59,11 @@ static int ring_ended(struct ring_state *r)
 /* After an error: once every span taken is out of the workers' hands (the
  * producer must not overwrite a span being decoded), keep releasing the
  * ring until it ends, so a lossless producer is never blocked by a reader
- * that gave up on it. */
+ * that gave up on it. (Not until rd.pos: on a lossy ring the producer moves
+ * it past spans we never took, which are never released.) */
 static void discard_until_end(struct ring_state *r)
 {
-    while (__atomic_load_n(&r->released, __ATOMIC_ACQUIRE) < r->rd.pos) {
+    while (__atomic_load_n(&r->released, __ATOMIC_ACQUIRE) < r->taken) {
         usleep(1000);
     }
     while (!ring_ended(r)) {
@@ -240,6 +241,7 @@ static int read_chunk(struct ring_state *r)
     if (!r->lossy) {
         c->len = (size_t)n;
     }
+    r->taken = c->at + c->len;
     chunk_maps(r, c);
     session_queue_chunk(r, c);
     return 0;
@@ -480,7 +482,7 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
     r->salvaged = -1;
     r->stop = UINT64_MAX;
     r->lossy = !s->lossless;
-    r->released = r->rd.pos; /* nothing taken yet */
+    r->released = r->taken = r->rd.pos; /* nothing taken yet */
     r->s = s;
     session_copy_name(r->arch, r->rd.hdr->arch, sizeof(r->arch));
     session_copy_name(r->comm, r->rd.hdr->comm, sizeof(r->comm));

@@ -44,6 +44,7 @@ struct ring_state {
     int failed;                  /* atomic: a worker found a bad span; the reader stops */
     int stopped;                 /* ordering thread: a bad span was reached; deliver no more */
     uint64_t released;           /* atomic, ordering thread: end of the spans given back */
+    uint64_t taken;              /* reader thread: end of the last span queued as a chunk */
     struct sluice_counts counts; /* ordering thread adds; read after it stopped */
     uint64_t hdr_lost;           /* hdr->lost once the ring is drained */
     int64_t salvaged;            /* reader thread: -1, or bytes recovered from a dead producer */
