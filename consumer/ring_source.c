@@ -264,16 +264,45 @@ static int detached_here(struct ring_state *r)
     return r->rd.pos >= r->stop;
 }
 
-/* Why the jitter drops a consumer; the guest's stderr says which. */
-#define DROPPED                                                                                    \
-    "the jitter dropped this consumer (it did not read its control socket in time, or held "       \
-    "ended threads' rings the guest's ulimit -f needed; the guest's stderr says)"
+/* Why the jitter drops a consumer, until it tells us (name_drop()). */
+#define DROPPED_WHY                                                                                \
+    "it did not read its control socket in time, held ended threads' rings the guest's ulimit "    \
+    "-f needed, or, lossy, too many ended threads' rings unread; the guest's stderr says which"
+#define DROPPED "the jitter dropped this consumer (" DROPPED_WHY ")"
 
 /* The jitter closed our slot of @p r while its producer ran on: say so. */
 static void dropped(struct ring_state *r)
 {
     session_error(r->s, -ECONNRESET, DROPPED ": the trace of tid %u stops at position %llu",
                   r->info.tid, (unsigned long long)r->rd.pos);
+}
+
+/*
+ * Once the control socket and every reader have ended: put the reason the
+ * jitter sent (drop_notice(), read after the slots it closed may have been
+ * seen) in place of DROPPED_WHY in the session's error.
+ */
+static void name_drop(struct sluice_session *s)
+{
+    char was[sizeof(s->err)], *at;
+
+    pthread_mutex_lock(&s->err_lock);
+    at = s->drop_why[0] ? strstr(s->err, DROPPED_WHY) : NULL;
+    if (at) {
+        memcpy(was, s->err, sizeof(was));
+        snprintf(s->err, sizeof(s->err), "%.*s%s%s", (int)(at - s->err), was, s->drop_why,
+                 was + (at - s->err) + strlen(DROPPED_WHY));
+    }
+    pthread_mutex_unlock(&s->err_lock);
+}
+
+/* A REFUSED after WELCOME: the jitter says why it drops us (then closes our
+ * slots and our socket). Control thread. */
+static void drop_notice(struct sluice_session *s, const struct sluice_ctl_msg *m)
+{
+    pthread_mutex_lock(&s->err_lock);
+    snprintf(s->drop_why, sizeof(s->drop_why), "%.*s", (int)sizeof(m->error) - 1, m->error);
+    pthread_mutex_unlock(&s->err_lock);
 }
 
 /*
@@ -610,6 +639,9 @@ static void receive_rings(struct sluice_session *s)
             }
             continue;
         }
+        if (m.type == SLUICE_CTL_REFUSED) {
+            drop_notice(s, &m);
+        }
         if (m.type == SLUICE_CTL_RING && fd >= 0) {
             add_ring(s, &m, fd);
         } else if (fd >= 0) {
@@ -642,4 +674,5 @@ void ring_source__run(struct sluice_session *s)
         pthread_cond_wait(&s->readers_done, &s->rings_lock);
     }
     pthread_mutex_unlock(&s->rings_lock);
+    name_drop(s);
 }

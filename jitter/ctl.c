@@ -169,17 +169,34 @@ static void close_everywhere(unsigned i)
     }
 }
 
+/* Tell slot @p i's consumer why it is dropped: a REFUSED after WELCOME,
+ * queued before its slots close, if its socket has room (it may be full:
+ * that can be why). A consumer ignores what it does not expect. */
+static void tell_dropped(unsigned i, const char *why)
+{
+    struct sluice_ctl_msg m = {.type = SLUICE_CTL_REFUSED, .version = SLUICE_CTL_VERSION};
+
+    m.pid = (uint32_t)getpid();
+    m.slot = i;
+    snprintf(m.arch, sizeof(m.arch), "%s", reg.arch);
+    snprintf(m.error, sizeof(m.error), "%s", why);
+    fds_lock();
+    (void)send_on(reg.c[i].fd, &m, -1, MSG_DONTWAIT);
+    fds_unlock();
+}
+
 /*
  * Stop sending to slot @p i, caller holding the ring-list lock and
  * reg.lock: its slot is closed in every ring first (the consumer reads that
  * as "dropped", not as the end of the trace, when its socket then ends),
  * then its socket is shut down (the control thread reaps it). @p why is
- * said on stderr (NULL: it left, nothing to say).
+ * said on stderr and to the consumer (NULL: it left, nothing to say).
  */
 static void cut_off(unsigned i, const char *why)
 {
     if (why) {
         fprintf(stderr, "sluice-jitter: consumer in slot %u dropped: %s\n", i, why);
+        tell_dropped(i, why);
     }
     close_everywhere(i);
     fds_lock();
@@ -260,6 +277,19 @@ unsigned ctl_drop_holders(int lossy_only, const char *why)
     }
     pthread_mutex_unlock(&reg.lock);
     return n;
+}
+
+int ctl_drop(unsigned i, const char *why)
+{
+    int live;
+
+    pthread_mutex_lock(&reg.lock);
+    live = i < SLUICE_MAX_CONSUMERS && reg.c[i].state == LIVE;
+    if (live) {
+        cut_off(i, why);
+    }
+    pthread_mutex_unlock(&reg.lock);
+    return live;
 }
 
 void ctl_announce(struct ring *r)

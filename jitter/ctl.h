@@ -40,6 +40,13 @@ void ctl_wait_attach(void);
 unsigned ctl_drop_holders(int lossy_only, const char *why);
 
 /**
+ * Drop the consumer in slot @p i if it is attached, saying @p why on
+ * stderr and to it. Any thread, under the ring-list lock.
+ * @return 1 if it was dropped, 0 if the slot held no attached consumer.
+ */
+int ctl_drop(unsigned i, const char *why);
+
+/**
  * vCPU, new ring, under the ring-list lock: open its slot of every attached
  * consumer and send them the arena and its offset.
  */

@@ -236,28 +236,51 @@ static void j_publish(struct sluice_thread_slot *slot)
 /* Rings' worth of ended threads' records lossy consumers may hold unread (bound_lossy_held). */
 #define LOSSY_HELD_RINGS 16
 
+/* Bytes of ended threads' rings held unread by lossy consumer @p i, or by
+ * any lossy consumer if @p i is SLUICE_MAX_CONSUMERS. J.lock held. */
+static uint64_t lossy_held(unsigned i)
+{
+    uint64_t held = 0;
+
+    for (struct ring *r = J.ended; r; r = r->next) {
+        int holds = i < SLUICE_MAX_CONSUMERS ? ring_slot_lossy(r, i) && ring_slot_unread(r, i)
+                                             : ring_lossy_unread(r);
+
+        held += holds ? ring_held_bytes(r) : 0;
+    }
+    return held;
+}
+
 /*
- * A lossy consumer that stops reading (SIGSTOP) would hold the records of
+ * A lossy consumer that stops reading (SIGSTOP) would hold the pages of
  * every thread that ends meanwhile: the guest's memory would grow without
  * bound while lossy promises never to slow it. Past LOSSY_HELD_RINGS rings'
- * worth, the lossy consumers that hold any are dropped. J.lock held.
+ * worth in all, the lossy consumer that holds the most is dropped, until
+ * what is left is within the bound: one that keeps up holds a ring or two
+ * and goes on. J.lock held.
  */
 static void bound_lossy_held(void)
 {
-    uint64_t held = 0;
-    char why[128];
+    const uint64_t bound = LOSSY_HELD_RINGS * (SLUICE_RING_HDR_BYTES + J.ring_bytes);
+    char why[96];
 
-    for (struct ring *r = J.ended; r; r = r->next) {
-        held += ring_lossy_unread(r) ? ring_held_bytes(r) : 0;
-    }
-    if (held <= LOSSY_HELD_RINGS * (SLUICE_RING_HDR_BYTES + J.ring_bytes)) {
-        return;
-    }
-    snprintf(why, sizeof(why),
-             "it holds more than %d rings' worth of ended threads' records unread (lossy: "
-             "dropped, not let the guest's memory grow)",
-             LOSSY_HELD_RINGS);
-    if (ctl_drop_holders(1, why)) {
+    for (unsigned n = 0; n < SLUICE_MAX_CONSUMERS && lossy_held(SLUICE_MAX_CONSUMERS) > bound;
+         n++) {
+        uint64_t most = 0, held;
+        unsigned worst = 0;
+
+        for (unsigned i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
+            if ((held = lossy_held(i)) > most) {
+                most = held;
+                worst = i;
+            }
+        }
+        snprintf(why, sizeof(why),
+                 "lossy, it held %llu KiB of ended threads' rings unread (bound: %d rings)",
+                 (unsigned long long)(most >> 10), LOSSY_HELD_RINGS);
+        if (!most || !ctl_drop(worst, why)) {
+            return;
+        }
         reap_locked();
     }
 }

@@ -73,7 +73,9 @@ enum sluice_ctl_type {
     SLUICE_CTL_HELLO = 1,   /**< consumer -> jitter */
     SLUICE_CTL_WELCOME = 2, /**< jitter -> consumer, tail file attached */
     SLUICE_CTL_RING = 3,    /**< jitter -> consumer, arena memfd attached (read-only) */
-    SLUICE_CTL_REFUSED = 4, /**< jitter -> consumer, `error` says why */
+    SLUICE_CTL_REFUSED = 4, /**< jitter -> consumer, `error` says why: not attached (after
+                               HELLO), or dropped (after WELCOME; its slots close, its
+                               socket ends) */
     SLUICE_CTL_QUERY = 5,   /**< consumer -> jitter: describe the process, do not attach */
     SLUICE_CTL_INFO = 6,    /**< jitter -> consumer, the answer to QUERY */
 };
