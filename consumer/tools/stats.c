@@ -10,7 +10,11 @@
  *   {"total": {"insns": N, "loads": N, "stores": N, "lost": N},
  *    "threads": [{"pid": N, "tid": N, "arch": "x86_64", "comm": "...", "insns": N, ...}],
  *    "seconds": F, "rusage": {"qemu": {"user_s": F, "sys_s": F, "maxrss_kib": N},
- *                             "consumer": {...}}}
+ *                             "consumer": {...}},
+ *    "error": null}
+ * "error" is the session's error when the trace stopped on one (a consumer
+ * the jitter dropped, say): the counts are then those of what was delivered
+ * before it, and "lost" does not count what came after.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -47,7 +51,7 @@ static void json_counts(FILE *f, const struct sluice_counts *c)
 
 static void print_json(FILE *f, const struct tool_env *env, const struct sluice_counts *total,
                        const struct sluice_counts *c, const struct sluice_thread_info *t, size_t n,
-                       double seconds)
+                       double seconds, const char *error)
 {
     size_t i;
 
@@ -65,6 +69,12 @@ static void print_json(FILE *f, const struct tool_env *env, const struct sluice_
     }
     fprintf(f, "], \"seconds\": %.6f, ", seconds);
     tool_json_rusage(f, env);
+    fprintf(f, ", \"error\": ");
+    if (error && error[0]) {
+        json_str(f, error);
+    } else {
+        fprintf(f, "null");
+    }
     fprintf(f, "}\n");
 }
 
@@ -108,7 +118,7 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     n = sluice_session__counts(s, &total, c, t, n);
     errno = 0; /* a failed write sets it */
     if (env->json) {
-        print_json(env->out, env, &total, c, t, n, seconds);
+        print_json(env->out, env, &total, c, t, n, seconds, sluice_session__error(s));
     } else {
         print_table(env->out, &total, c, t, n, seconds);
     }
