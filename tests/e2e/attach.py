@@ -30,6 +30,9 @@ exit 0 with an untraced run's stdout and count exactly what the reference does.
   once     QEMU -jitter with the coverage filter, one consumer at a time: no
            window records a pc twice, and none is left empty by those before it;
            one attached while another is says how many pcs it will not see
+  stopped  two lossy consumers, one SIGSTOPped: the jitter drops it alone (it holds
+           too many ended threads' rings), it exits once continued and says why;
+           the other's delivered + lost equals the reference, per thread
 
 windows, kill and uid use a private XDG_RUNTIME_DIR, garbage and ls none.
 
@@ -244,15 +247,18 @@ class Ctx:
 
 class Run:
     """attachloop SECONDS (or cmd) under `sluice run --tool stats --json`, the plugin (mode)
-    alongside; env: more of sluice's environment."""
+    alongside; env: more of sluice's environment; plain: the untraced run's command, if
+    not cmd."""
 
-    def __init__(self, c, name, seconds, xdg, mode="count", wait=0, cmd=None, env=None):
+    def __init__(self, c, name, seconds, xdg, mode="count", wait=0, cmd=None, env=None,
+                 plain=None):
         self.c, self.name, self.mode, self.xdg = c, name, mode, xdg
         self.dir = os.path.join(xdg, "sluice") if xdg else "/tmp/sluice-%d" % os.getuid()
         self.stats, self.ref = c.path(name + ".json"), c.path(name + ".ref")
         plugin = {"QEMU_PLUGIN": "%s,out=%s,mode=%s" % (c.args.plugin, self.ref, mode)}
         cmd = cmd or [c.prog, str(seconds)]
-        self.plain = start(c, common.cmd_plain("x86_64", cmd[0], cmd[1:]), name + "-0", xdg)
+        plain = plain or cmd
+        self.plain = start(c, common.cmd_plain("x86_64", plain[0], plain[1:]), name + "-0", xdg)
         self.p = start(c, [c.args.sluice, "run"] + (["--wait-attach", str(wait)] if wait else [])
                        + ["--tool", "stats", "--json", "-o", self.stats, "--"] + cmd, name, xdg,
                        dict(plugin if mode else {}, **(env or {})))
@@ -984,9 +990,65 @@ def case_lossy(c):
     print("lossy stats: %s delivered + lost = %s" % (t, have))
 
 
+def stats_rows(path):
+    """{tid: delivered + lost} of a `stats --json` report."""
+    threads = json.loads(slurp(path))["threads"]
+    return {str(t["tid"]).encode(): t["insns"] + t["loads"] + t["stores"] + t["lost"]
+            for t in threads}
+
+
+def case_stopped(c):
+    """Two lossy consumers attached before the guest's first instruction (counters churn:
+    300 threads two at a time, each overrunning its 256 KiB ring), one stopped
+    (SIGSTOP) half a second after it started: the jitter drops the stopped one alone, once the ended
+    threads' rings it holds pass the bound; the other's events plus its lost count equal
+    the reference's per thread; the stopped one, continued once the guest ended, exits 1
+    within seconds and says why it was dropped."""
+    counters = common.need_file(os.path.join(c.args.guests, "counters-x86_64"),
+                                "guest counters-x86_64")
+    churn = ["churn", "300", "0", "20000", "2"]
+    run = Run(c, "stopped", 0, c.xdg, wait=2, env={"SLUICE_RING_BYTES": "256K"},
+              cmd=[counters] + churn[:1] + [c.path("stopped.counters")] + churn[1:],
+              plain=[counters] + churn[:1] + [c.path("plain.counters")] + churn[1:])
+    stopped, stopped_out = c.attach(run.pid, "stopped-stats", run.xdg, "stats",
+                                    ["--lossy", "--json"])
+    end = time.monotonic() + 20
+    while query(run.sock)["consumers"] < 2 and time.monotonic() < end:
+        time.sleep(0.01)
+    healthy, healthy_out = c.attach(run.pid, "healthy-stats", run.xdg, "stats",
+                                    ["--lossy", "--json"])
+    time.sleep(0.5)  # the guest runs (about 3 s): stopped now, its readers are mid-ring
+    stopped.send_signal(signal.SIGSTOP)
+    rc, _, err = finish(healthy, 240)
+    c.check(rc == 0, "the consumer that kept up: exit %s, stderr %r" % (rc, err[-400:]))
+    run.finish(240)
+    stopped.send_signal(signal.SIGCONT)
+    rc, _, err = finish(stopped, 20)
+    c.check(rc == 1 and b"lossy, it held" in err and b"bound: 16 rings" in err,
+            "the stopped consumer, continued after the guest ended: exit %s (None: still "
+            "running 20 s after), stderr %r" % (rc, err[-600:]))
+    try:
+        said = json.loads(slurp(stopped_out))["error"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        said = "no report (%s)" % e
+    c.check(isinstance(said, str) and "dropped" in said,
+            "the stopped consumer's --json report does not say it was dropped: error %r" % said)
+    ref = {line.split()[1]: sum(int(kv.split(b"=")[1]) for kv in line.split()[2:5])
+           for line in slurp(run.ref).splitlines()}
+    try:
+        got = stats_rows(healthy_out)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        got = {"no report": str(e)}
+    c.check(got == ref, "the consumer that kept up, per thread delivered + lost: %s; reference "
+            "%s" % (sorted(got.items())[:8], sorted(ref.items())[:8]))
+    print("stopped: the stopped consumer was dropped (%s); the other got %d threads' events "
+          "+ lost = the reference's %d" % (err.strip().splitlines()[0][:160].decode(errors="replace")
+                                            if err.strip() else "", len(got), sum(ref.values())))
+
+
 CASES = {"windows": case_windows, "kill": case_kill, "uid": case_uid, "garbage": case_garbage,
          "ls": case_ls, "lossy": case_lossy, "rogue": case_rogue, "zero": case_zero,
-         "bare": case_bare, "forks": case_forks, "once": case_once}
+         "bare": case_bare, "forks": case_forks, "once": case_once, "stopped": case_stopped}
 
 
 def main():

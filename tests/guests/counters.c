@@ -25,9 +25,9 @@
  *   closefds N        close 3..1023 one by one, close_range(3, ~0U, 0), dup2(0, fd) and
  *                     close for a few fds in 900..1023, printing the results; then 4
  *                     threads and 2 forked children bump N times each
- *   churn N [S [K]]   N threads one after another, each bumps its counter K times
- *                     (default 100); then it prints (flushed) and sleeps S seconds
- *                     (default 0)
+ *   churn N [S [K [P]]]  N threads one after another (P at a time, default 1, at
+ *                     most 16), each bumps its counter K times (default 100); then it
+ *                     prints (flushed) and sleeps S seconds (default 0)
  *   threads N         N threads live at once (barrier), each bumps 100 times, barrier,
  *                     exit; main prints the descriptor open("/dev/null") returns
  *   environ           print /proc/self/environ and environ (sorted), then the signals
@@ -356,6 +356,8 @@ static void *barrier_bump(void *arg)
 
 /* How many times each churn thread bumps its counter (churn's K). */
 static unsigned long churn_bumps = 100;
+/* How many churn threads run at once (churn's P, 1 to 16). */
+static unsigned churn_width = 1;
 
 static void *bump_churn(void *arg)
 {
@@ -365,21 +367,32 @@ static void *bump_churn(void *arg)
     return NULL;
 }
 
-/* N threads one after another, each bumping its own counter churn_bumps times; then hold. */
+/* N threads, P at a time (churn_width), each bumping its own counter churn_bumps times;
+ * then hold. */
 static int mode_churn(unsigned n, unsigned hold)
 {
-    for (unsigned i = 0; i < n; i++) {
-        pthread_t t;
-        int rc = pthread_create(&t, NULL, bump_churn, (void *)counter(i));
+    for (unsigned i = 0; i < n; i += churn_width) {
+        pthread_t t[16];
+        unsigned k, w = n - i < churn_width ? n - i : churn_width;
 
-        if (rc != 0) {
-            printf("pthread_create %u of %u: %s\n", i, n, strerror(rc));
-            fflush(stdout);
-            _exit(1);
+        for (k = 0; k < w; k++) {
+            int rc = pthread_create(&t[k], NULL, bump_churn, (void *)counter(i + k));
+
+            if (rc != 0) {
+                printf("pthread_create %u of %u: %s\n", i + k, n, strerror(rc));
+                fflush(stdout);
+                _exit(1);
+            }
         }
-        pthread_join(t, NULL);
+        for (k = 0; k < w; k++) {
+            pthread_join(t[k], NULL);
+        }
     }
-    printf("%u threads, one after another\n", n);
+    if (churn_width == 1) {
+        printf("%u threads, one after another\n", n);
+    } else {
+        printf("%u threads, %u at a time\n", n, churn_width);
+    }
     fflush(stdout);
     sleep(hold); /* (a test looks at the process meanwhile) */
     return 0;
@@ -1058,6 +1071,10 @@ int main(int argc, char **argv)
         map_counters(argv[2], (unsigned)n);
         if (argc > 5) {
             churn_bumps = strtoul(argv[5], NULL, 0);
+        }
+        if (argc > 6) {
+            churn_width = (unsigned)strtoul(argv[6], NULL, 0);
+            churn_width = churn_width < 1 ? 1 : churn_width > 16 ? 16 : churn_width;
         }
         return mode_churn((unsigned)n, argc > 4 ? (unsigned)strtoul(argv[4], NULL, 0) : 0);
     } else if (strcmp(mode, "maps") == 0) {
