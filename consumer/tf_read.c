@@ -75,6 +75,21 @@ static int plausible(const struct sluice_tf_frame *h, uint64_t at, uint64_t size
     return 1;
 }
 
+/* Whether a frame with no payload (FILE, RING_END, END, TRAILER) has its crc:
+ * its header is all it has, and its counts (lost, recovered, the result) are
+ * used as they are. A frame with a payload is checked when it is read
+ * (read_checked). */
+static int header_whole(const struct sluice_tf_frame *h)
+{
+    struct sluice_tf_frame z = *h;
+
+    if (h->stored_bytes != 0) {
+        return 1;
+    }
+    z.crc = 0;
+    return (uint32_t)crc32(0, (const Bytef *)&z, sizeof(z)) == h->crc;
+}
+
 /* Append a frame to the list. 0 or -ENOMEM. */
 static int add_ref(struct tf_reader *r, size_t *cap, uint64_t at, const struct sluice_tf_frame *h)
 {
@@ -125,6 +140,7 @@ static int scan(struct tf_reader *r)
         if (add_ref(r, &cap, at, &h) < 0) {
             return -ENOMEM;
         }
+        r->ref[r->n - 1].bad = !header_whole(&h); /* its size is plausible: go on */
         at += sizeof(h) + h.stored_bytes;
         if (h.type == SLUICE_TF_INDEX) {
             break; /* the trailer follows; the index lists nothing after it */
@@ -147,7 +163,7 @@ static int from_index(struct tf_reader *r)
     char why[256];
 
     if (r->size < 3 * sizeof(t) || read_at(r->fd, &t, sizeof(t), r->size - sizeof(t)) < 0 ||
-        !plausible(&t, r->size - sizeof(t), r->size, why, sizeof(why)) ||
+        !plausible(&t, r->size - sizeof(t), r->size, why, sizeof(why)) || !header_whole(&t) ||
         t.type != SLUICE_TF_TRAILER || t.arg[0] > r->size - 2 * sizeof(t) || t.arg[1] == 0 ||
         t.arg[1] > SLUICE_TF_MAX_INDEX / sizeof(*x)) {
         return -1;
@@ -178,7 +194,7 @@ static int from_index(struct tf_reader *r)
             goto refuse;
         }
         bad = !plausible(&h, x[i].offset, idx.offset, why, sizeof(why)) || h.type != x[i].type ||
-              h.stream != x[i].stream;
+              h.stream != x[i].stream || !header_whole(&h);
         if (bad) {
             memset(&h, 0, sizeof(h));
             h.type = x[i].type;
@@ -232,11 +248,16 @@ int tf_reader__open(struct tf_reader *r, const char *path, char *err, size_t err
         tf_reader__close(r);
         return -ENOMEM;
     }
-    if (r->n == 0 || r->ref[0].h.type != SLUICE_TF_FILE || r->ref[0].offset != 0 || r->ref[0].bad) {
+    if (r->n == 0 || r->ref[0].h.type != SLUICE_TF_FILE || r->ref[0].offset != 0) {
         snprintf(err, errlen,
                  "%s: not a sluice trace file (its first bytes are no frame "
                  "header)",
                  path);
+        tf_reader__close(r);
+        return -EPROTO;
+    }
+    if (r->ref[0].bad) {
+        snprintf(err, errlen, "%s: its first frame (file, at byte 0) is damaged", path);
         tf_reader__close(r);
         return -EPROTO;
     }
