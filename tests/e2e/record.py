@@ -24,6 +24,8 @@ exit non-zero, and still deliver every chunk before the damage, in order:
             count before it), the other threads are whole
   header    one bit of a chunk's header changed (its size): the same, the
             frames after it found through the index
+  ringend, end, file   one bit of a frame that is a header alone (a lost count,
+            the result, the version): its crc names it, exit non-zero
   index     the trailer damaged: the frames are found by reading them from the
             start, and the dump is whole (exit 0)
   garbage   random bytes, an empty file: "not a sluice trace file"
@@ -213,6 +215,19 @@ def check_damage(args, tmp, name, trace, whole, problems):
             problems.append("%s %s: %d exec events of the damaged thread delivered, %d come "
                             "before its chunk %d" % (name, how, got_insns, want_insns,
                                                      victim[3][0]))
+    # A frame with no payload is its header alone: a bit of a RING_END's lost count, of the
+    # END's result or of the FILE frame's version must be found by its crc, not believed.
+    for how, typ, field, want_why in (("ringend", 5, 40, "header is damaged"),
+                                      ("end", 6, 32, "header is damaged"),
+                                      ("file", 1, 32, "is damaged")):
+        victim = next(f for f in fr if f[1] == typ)
+        rc, err, _ = damaged(args, tmp, name, trace, whole, how,
+                             lambda d, at=victim[0] + field: d.__setitem__(at, d[at] ^ 0x20),
+                             problems)
+        want = "at byte %d" % victim[0]
+        if rc == 0 or want not in err or want_why not in err:
+            problems.append("%s %s: exit %d, %r: want a non-zero exit naming %r, %r"
+                            % (name, how, rc, err, want, want_why))
     # index: the trailer's pointer damaged; the scan finds everything.
     rc, err, got = damaged(args, tmp, name, trace, whole, "index",
                            lambda d: d.__setitem__(slice(len(d) - 24, len(d) - 16),
