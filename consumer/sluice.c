@@ -533,7 +533,7 @@ static void report_unclosed(FILE *out, const struct sluice_session *s, int statu
                 "written after their last publish were recovered\n",
                 sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?", n,
                 n == 1 ? "" : "s", (unsigned long long)bytes);
-    } else if (bytes > 0) {
+    } else if (n > 0) { /* (a trace file or an attach has no wait status: killed or not) */
         fprintf(out,
                 "%zu thread%s ended without exiting (killed, or ended by an execve); %llu bytes "
                 "of records written after their last publish were recovered\n",

@@ -367,6 +367,35 @@ def external_kill(c, n, tool, mode=("wait",)):
     return p.returncode, Counters(ctr_file), out, err
 
 
+def killed_asleep(c):
+    """A guest SIGKILLed while its only thread sleeps in a system call (its records all
+    published: nothing to recover), recorded: the recording's report must say, as the live
+    one does, that a thread did not exit (it said nothing when 0 bytes were recovered)."""
+    trace, stats = c.path("asleep.sltr"), c.path("asleep.stats")
+    cmd = common.cmd_sluice(c.args.sluice, "stats", stats, c.prog,
+                            ["churn", c.path("asleep.ctr"), "2", "60"],
+                            extra=c.filter + ["--record", trace])
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=common.guest_env(sluice=True))
+    line = p.stdout.readline()
+    time.sleep(0.2)
+    with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+        for kid in f.read().split():
+            os.kill(int(kid), signal.SIGKILL)
+    p.communicate(timeout=120)
+    with open(stats, "rb") as f:
+        live = f.read()  # stats is for people: the note is in it
+    rep = subprocess.run([c.args.sluice, "report", trace, "--tool", "stats"],
+                         capture_output=True, env=common.guest_env(sluice=True))
+    problems = [] if line.startswith(b"2 threads") else ["the guest said %r" % line]
+    if b"guest killed by SIGKILL: 1 thread did not exit; 0 bytes" not in live:
+        problems.append("the live report does not say the guest was killed: %r" % live[-300:])
+    if b"1 thread ended without exiting" not in rep.stderr:
+        problems.append("the report of the recording does not say a thread did not exit: exit "
+                        "%d, stderr %r" % (rep.returncode, rep.stderr[-300:]))
+    c.report("external SIGKILL, asleep, recorded", problems, "the report says so")
+
+
 def case_kill(c):
     # A guest that kills itself: as for exec, QEMU sees the kill() system call
     # before the signal exists, so it can stop the other threads at an
@@ -406,6 +435,7 @@ def case_kill(c):
         problems.append("sluice %s, want signal SIGKILL; stderr %r" % (describe(rc), err[-400:]))
     c.report("external SIGKILL, idle threads", problems, "%s, %s" % (describe(rc), figures))
     c.done("wait4")
+    killed_asleep(c)
     rc, ctr, report, err = external_kill(c, 3, "stats")
     problems = []
     text = open(report, errors="replace").read() if os.path.exists(report) else ""
