@@ -713,6 +713,9 @@ static int cmd_run(int argc, char **argv)
         }
         sluice_session__free(s);
         filter_arg_cleanup(&a.filter);
+        if (status != -1 && WIFSIGNALED(status)) {
+            launch_exit_like(status, 1); /* as the guest would have: SIGTERM passed on, say */
+        }
         return 2;
     }
     failed |= a.tool->report(&env, s, now() - t0) != 0;

@@ -7,7 +7,8 @@ unhandled SIGSEGV, of abort() (SIGABRT) and of raise(SIGKILL), and prints
 the descriptor open() returns; `sluice run` must end with the same status
 (the same signal, re-raised) and the same stdout as the guest run directly
 under qemu-<arch>. SIGTERM and SIGINT sent to sluice must reach the guest,
-and the report of what ran must still be written. Then sluice's own usage
+and the report of what ran must still be written; a SIGTERM during
+--wait-attach kills sluice as it kills QEMU. Then sluice's own usage
 errors: a program that is not an ELF file of a supported machine (a 32-bit
 ARM ELF, a text file) and a missing program must exit 2 with exactly one
 line on stderr.
@@ -79,6 +80,31 @@ def signal_reaches_guest(args, tmp, sig):
     return good
 
 
+def signal_while_waiting(args, tmp):
+    """SIGTERM sent to `sluice run --wait-attach 1` before anyone attached: passed on, it
+    kills QEMU before tracing started; sluice must say so and die of it (it exited 2)."""
+    cmd = common.cmd_sluice(args.sluice, "stats", os.path.join(tmp, "waiting.txt"), "/bin/true",
+                            [], extra=["--wait-attach", "1"])
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         env=common.guest_env(sluice=True),
+                         preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+                         start_new_session=True)
+    time.sleep(2)
+    p.send_signal(signal.SIGTERM)
+    try:
+        _, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        print("SIGTERM while waiting for a consumer: sluice still running 60 s after")
+        return False
+    good = p.returncode == -signal.SIGTERM and b"before tracing started" in err
+    print("SIGTERM while waiting for a consumer: sluice %s, %r%s" % (
+        describe(p.returncode), err.strip().splitlines()[-1:],
+        "" if good else " FAILED (want signal SIGTERM and the line)"))
+    return good
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sluice", required=True)
@@ -124,6 +150,7 @@ def main():
         ok = usage_error(args, tmp, "--raw with --no-disasm", text, "dump", ["--no-disasm"]) and ok
         for sig in (signal.SIGTERM, signal.SIGINT):
             ok = signal_reaches_guest(args, tmp, sig) and ok
+        ok = signal_while_waiting(args, tmp) and ok
     if not ok:
         common.fail("exit: sluice does not end like its guest")
     print("exit: all ok")
