@@ -97,7 +97,7 @@ struct sluice_ctl_msg {
     uint32_t consumers;          /**< INFO: consumers attached */
     uint32_t lossless_consumers; /**< INFO: of which lossless */
     uint32_t waiting; /**< INFO: consumers the process still waits for before it starts */
-    uint64_t lost;    /**< INFO: events lossy consumers lost in the live rings so far */
+    uint64_t lost;    /**< INFO: events the lossy consumers attached now lost in the live rings */
     uint64_t
         tail_bytes; /**< WELCOME: bytes the tail file attached may grow to (SLUICE_TAIL_BYTES) */
     uint32_t line;  /**< RING: the ring's line in the consumer's tail file */
