@@ -113,10 +113,11 @@ int first_run_end(struct sluice_thread_slot *slot, uint64_t pc, int how)
     }
     hdr = *at;
     if (how == SLUICE_RUN_LEFT || how == SLUICE_RUN_AGAIN) {
-        /* As any TB left by a longjmp: the block ends at pc (record.h). */
+        /* As any TB left by a longjmp: the block ends at pc (record.h); the TB is left. */
         ring_tb_exit(slot->ring, pc, how == SLUICE_RUN_AGAIN);
-        to = sluice_block_to(*at);
-    } else if (how == SLUICE_RUN_NONE) {
+        return give_back(sluice_block_id(hdr), sluice_block_to(*at));
+    }
+    if (how == SLUICE_RUN_NONE) {
         /* Nothing ran: the record goes (it is the last word written). */
         if (slot->cursor == at + 1) {
             slot->cursor = at;
