@@ -643,6 +643,16 @@ static void file_frames(struct file_read *f)
             file_ring(f, i);
         } else if (h->type == SLUICE_TF_CHUNK) {
             file_chunk(f, i);
+        } else if (h->type == SLUICE_TF_RING_END && (r = file_ring_of(f, i)) &&
+                   h->arg[0] != r->file_chunks) {
+            /* Its last chunks are not in the file (each frame whole: cut out, say). */
+            char why[96];
+
+            snprintf(why, sizeof(why), "its thread (tid %u) ended after %llu chunks, %llu came",
+                     r->info.tid, (unsigned long long)h->arg[0],
+                     (unsigned long long)r->file_chunks);
+            file_error(f, i, -EPROTO, why);
+            file_ring_end(r, FILE_STOPPED);
         } else if (h->type == SLUICE_TF_RING_END && (r = file_ring_of(f, i))) {
             r->hdr_lost = f->s->windowed ? 0 : h->arg[1]; /* (lost where? not the window's) */
             r->salvaged = h->arg[2] ? (int64_t)(h->arg[2] - 1) : -1;

@@ -26,6 +26,7 @@ exit non-zero, and still deliver every chunk before the damage, in order:
             frames after it found through the index
   ringend, end, file   one bit of a frame that is a header alone (a lost count,
             the result, the version): its crc names it, exit non-zero
+  droplast  a ring's last chunk frame cut out whole: named (its RING_END counts them)
   index     the trailer damaged: the frames are found by reading them from the
             start, and the dump is whole (exit 0)
   garbage   random bytes, an empty file: "not a sluice trace file"
@@ -228,6 +229,17 @@ def check_damage(args, tmp, name, trace, whole, problems):
         if rc == 0 or want not in err or want_why not in err:
             problems.append("%s %s: exit %d, %r: want a non-zero exit naming %r, %r"
                             % (name, how, rc, err, want, want_why))
+    # droplast: a ring's last CHUNK frame cut out whole (every crc still right): its
+    # RING_END counts the chunks the thread had, so the loss must be named.
+    ends = [k for k, f in enumerate(fr) if f[1] == 5 and k > 0 and fr[k - 1][1] == CHUNK]
+    if ends:
+        last = fr[ends[0] - 1]
+        rc, err, _ = damaged(args, tmp, name, trace, whole, "droplast",
+                             lambda d: d.__delitem__(slice(last[0], last[0] + FRAME.size
+                                                           + last[4])), problems)
+        if rc == 0 or "ended after" not in err:
+            problems.append("%s droplast: exit %d, %r: want a non-zero exit saying the thread's "
+                            "last chunk is missing" % (name, rc, err))
     # index: the trailer's pointer damaged; the scan finds everything.
     rc, err, got = damaged(args, tmp, name, trace, whole, "index",
                            lambda d: d.__setitem__(slice(len(d) - 24, len(d) - 16),
