@@ -608,6 +608,33 @@ int ring_source__welcome(struct sluice_session *s)
     return 0;
 }
 
+/*
+ * Detaching: read what the jitter sent already, without waiting. A drop
+ * notice in it means the trace was cut before the detach (a consumer
+ * stopped while the jitter dropped it, then told to detach): an error,
+ * not a clean detach. Rings announced are not ours to read. Control thread.
+ */
+static void drain_on_detach(struct sluice_session *s)
+{
+    struct pollfd p = {.fd = s->fd, .events = POLLIN};
+    struct sluice_ctl_msg m;
+    int fd;
+
+    for (int k = 0; k < 4096 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN); k++) {
+        if (ctl_recv(s->fd, &m, &fd) <= 0) {
+            break;
+        }
+        if (fd >= 0) {
+            close(fd);
+        }
+        if (m.type == SLUICE_CTL_REFUSED) {
+            drop_notice(s, &m);
+            session_error(s, -ECONNRESET, DROPPED " before this consumer detached");
+            break;
+        }
+    }
+}
+
 /* Receive RING messages until end of stream (or a socket error). */
 static void receive_rings(struct sluice_session *s)
 {
@@ -622,6 +649,7 @@ static void receive_rings(struct sluice_session *s)
             break;
         }
         if (__atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE)) {
+            drain_on_detach(s);
             break; /* rings announced from now on are not ours to read */
         }
         if (!(p[0].revents)) {

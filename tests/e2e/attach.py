@@ -1003,18 +1003,21 @@ def case_stopped(c):
     (SIGSTOP) half a second after it started: the jitter drops the stopped one alone, once the ended
     threads' rings it holds pass the bound; the other's events plus its lost count equal
     the reference's per thread; the stopped one, continued once the guest ended, exits 1
-    within seconds and says why it was dropped."""
+    within seconds and says why it was dropped. A third, stopped before the guest started,
+    dropped too, then detached (SIGINT) and continued, must say it was dropped."""
     counters = common.need_file(os.path.join(c.args.guests, "counters-x86_64"),
                                 "guest counters-x86_64")
     churn = ["churn", "300", "0", "20000", "2"]
-    run = Run(c, "stopped", 0, c.xdg, wait=2, env={"SLUICE_RING_BYTES": "256K"},
+    run = Run(c, "stopped", 0, c.xdg, wait=3, env={"SLUICE_RING_BYTES": "256K"},
               cmd=[counters] + churn[:1] + [c.path("stopped.counters")] + churn[1:],
               plain=[counters] + churn[:1] + [c.path("plain.counters")] + churn[1:])
     stopped, stopped_out = c.attach(run.pid, "stopped-stats", run.xdg, "stats",
                                     ["--lossy", "--json"])
+    early, _ = c.attach(run.pid, "early-stats", run.xdg, "stats", ["--lossy", "--json"])
     end = time.monotonic() + 20
-    while query(run.sock)["consumers"] < 2 and time.monotonic() < end:
+    while query(run.sock)["consumers"] < 3 and time.monotonic() < end:
         time.sleep(0.01)
+    early.send_signal(signal.SIGSTOP)  # before the guest's first instruction
     healthy, healthy_out = c.attach(run.pid, "healthy-stats", run.xdg, "stats",
                                     ["--lossy", "--json"])
     time.sleep(0.5)  # the guest runs (about 3 s): stopped now, its readers are mid-ring
@@ -1022,6 +1025,13 @@ def case_stopped(c):
     rc, _, err = finish(healthy, 240)
     c.check(rc == 0, "the consumer that kept up: exit %s, stderr %r" % (rc, err[-400:]))
     run.finish(240)
+    # Dropped, then told to detach: that is no clean detach of an empty trace.
+    early.send_signal(signal.SIGINT)
+    early.send_signal(signal.SIGCONT)
+    rc, _, err = finish(early, 20)
+    c.check(rc not in (0, None) and b"lossy, it held" in err,
+            "the consumer stopped before the guest started, dropped, then detached: exit %s, "
+            "stderr %r" % (rc, err[-600:]))
     stopped.send_signal(signal.SIGCONT)
     rc, _, err = finish(stopped, 20)
     c.check(rc == 1 and b"lossy, it held" in err and b"bound: 16 rings" in err,
