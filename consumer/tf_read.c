@@ -143,7 +143,14 @@ static int scan(struct tf_reader *r)
         r->ref[r->n - 1].bad = !header_whole(&h); /* its size is plausible: go on */
         at += sizeof(h) + h.stored_bytes;
         if (h.type == SLUICE_TF_INDEX) {
-            break; /* the trailer follows; the index lists nothing after it */
+            /* The trailer follows; the index lists nothing after it. */
+            if (r->size - at > sizeof(h)) {
+                snprintf(r->cut, sizeof(r->cut),
+                         "%llu bytes follow its trailer at byte %llu (a second trace "
+                         "appended?): they are not read",
+                         (unsigned long long)(r->size - at - sizeof(h)), (unsigned long long)at);
+            }
+            break;
         }
     }
     return 0;
@@ -175,6 +182,8 @@ static int from_index(struct tf_reader *r)
     if (read_at(r->fd, &idx.h, sizeof(idx.h), idx.offset) < 0 ||
         !plausible(&idx.h, idx.offset, r->size, why, sizeof(why)) ||
         idx.h.type != SLUICE_TF_INDEX || (idx.h.flags & SLUICE_TF_ZSTD) ||
+        /* the trailer right after it: nothing else (a second trace appended) */
+        idx.offset + sizeof(idx.h) + idx.h.stored_bytes + sizeof(t) != r->size ||
         idx.h.raw_bytes != n * sizeof(*x) || /* (plain: no bigger than the file) */
         !(x = malloc(n * sizeof(*x))) ||
         payload_of(r, &idx, x, n * sizeof(*x), &len, why, sizeof(why)) < 0) {

@@ -27,6 +27,7 @@ exit non-zero, and still deliver every chunk before the damage, in order:
   ringend, end, file   one bit of a frame that is a header alone (a lost count,
             the result, the version): its crc names it, exit non-zero
   droplast  a ring's last chunk frame cut out whole: named (its RING_END counts them)
+  appended  a second trace after the first: the first whole, the rest named
   index     the trailer damaged: the frames are found by reading them from the
             start, and the dump is whole (exit 0)
   garbage   random bytes, an empty file: "not a sluice trace file"
@@ -240,6 +241,14 @@ def check_damage(args, tmp, name, trace, whole, problems):
         if rc == 0 or "ended after" not in err:
             problems.append("%s droplast: exit %d, %r: want a non-zero exit saying the thread's "
                             "last chunk is missing" % (name, rc, err))
+    # appended: a second copy of the trace after the first: the first is read whole, the
+    # rest is named, not skipped in silence.
+    rc, err, got = damaged(args, tmp, name, trace, whole, "appended",
+                           lambda d: d.extend(bytes(d)), problems)
+    if rc == 0 or "follow its trailer" not in err or got != whole:
+        problems.append("%s appended: exit %d, %r, %s: want the whole first trace and a "
+                        "non-zero exit naming the bytes after it"
+                        % (name, rc, err, "same" if got == whole else "different"))
     # index: the trailer's pointer damaged; the scan finds everything.
     rc, err, got = damaged(args, tmp, name, trace, whole, "index",
                            lambda d: d.__setitem__(slice(len(d) - 24, len(d) - 16),
