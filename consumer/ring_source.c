@@ -222,6 +222,8 @@ static int64_t avail_of(struct ring_state *r)
     return r->lossy ? lossy_avail(r) : ring_reader__avail(&r->rd);
 }
 
+static void dropped(struct ring_state *r);
+
 /* Take one span and queue it as a chunk. Returns 0 or a negative errno. */
 static int read_chunk(struct ring_state *r)
 {
@@ -236,6 +238,10 @@ static int read_chunk(struct ring_state *r)
     n = r->lossy ? take_lossy(r, c) : ring_reader__take(&r->rd, &c->words, &c->at);
     if (n <= 0) {
         chunk_pool__put(&s->pool, c);
+        if (n < 0 && !ring_reader__slot_open(&r->rd)) {
+            dropped(r); /* what we read was no longer ours: the place may be reused */
+            return (int)n;
+        }
         return n < 0 ? session_error(s, (int)n, "%s", r->rd.err) : 0;
     }
     if (!r->lossy) {
