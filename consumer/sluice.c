@@ -523,21 +523,23 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
 /* Say so when the guest did not end by itself: the report covers what ran until then. */
 static void report_unclosed(FILE *out, const struct sluice_session *s, int status)
 {
+    /* On stderr the note shares a stream with the guest's own messages. */
+    const char *who = out == stderr ? "sluice: " : "";
     uint64_t bytes;
     size_t n = sluice_session__salvaged(s, &bytes);
 
     if (n > 0 && status != -1 && WIFSIGNALED(status)) {
         /* Killed in the kernel, unseen by QEMU (SIGKILL, SIGTERM...): no thread exited. */
         fprintf(out,
-                "guest killed by SIG%s: %zu thread%s did not exit; %llu bytes of records "
+                "%sguest killed by SIG%s: %zu thread%s did not exit; %llu bytes of records "
                 "written after their last publish were recovered\n",
-                sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?", n,
+                who, sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?", n,
                 n == 1 ? "" : "s", (unsigned long long)bytes);
     } else if (n > 0) { /* (a trace file or an attach has no wait status: killed or not) */
         fprintf(out,
-                "%zu thread%s ended without exiting (killed, or ended by an execve); %llu bytes "
+                "%s%zu thread%s ended without exiting (killed, or ended by an execve); %llu bytes "
                 "of records written after their last publish were recovered\n",
-                n, n == 1 ? "" : "s", (unsigned long long)bytes);
+                who, n, n == 1 ? "" : "s", (unsigned long long)bytes);
     }
 }
 
