@@ -26,7 +26,7 @@
 /*
  * Events of the records that start in [@p from, @p end) of the chunk
  * ending at @p end, as a consumer counts them (consumer/decode.c): an
- * EXEC or MEM record is one; a BLOCK record, the instructions it marks
+ * EXEC, MEM, SYSCALL or SYSRET record is one; a BLOCK record, the instructions it marks
  * recorded from `from` (or the one after, for a part that continues an
  * instruction) to `to`; a BLOCK_SLOTS record, those and one per slot. The
  * chunk is ours and whole: we wrote it, and do not write it again until
@@ -44,7 +44,8 @@ static uint64_t events_in(const struct ring *r, uint64_t from, uint64_t end)
         if (words == 0) {
             break;
         }
-        if (tag == SLUICE_TAG_EXEC || sluice_tag_is_mem(tag)) {
+        if (tag == SLUICE_TAG_EXEC || sluice_tag_is_mem(tag) || tag == SLUICE_TAG_SYSCALL ||
+            tag == SLUICE_TAG_SYSRET) {
             n = 1;
         } else if (sluice_tag_is_block(tag)) {
             uint64_t id = sluice_block_id(*w);

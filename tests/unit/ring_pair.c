@@ -52,9 +52,22 @@ static uint64_t pc_of(uint64_t i)
     return 0x400000 + i * 2;
 }
 
-/* Record i: an EXEC, every 4th a 8-byte store (3 words). */
+/* Record i: an EXEC; every 4th a 8-byte store (3 words); of every 16, one
+ * SYSCALL (7 words) and one SYSRET (2 words), each one event as well. */
 static unsigned gen(uint64_t i, uint64_t *w)
 {
+    if (i % 16 == 5) {
+        w[0] = (uint64_t)SLUICE_TAG_SYSCALL << SLUICE_TAG_SHIFT | 39;
+        for (unsigned k = 1; k < 7; k++) {
+            w[k] = i + k;
+        }
+        return 7;
+    }
+    if (i % 16 == 6) {
+        w[0] = (uint64_t)SLUICE_TAG_SYSRET << SLUICE_TAG_SHIFT | 39;
+        w[1] = i;
+        return 2;
+    }
     if (i % 4 == 3) {
         w[0] = sluice_mem_hdr(pc_of(i), 3, 1);
         w[1] = 0x7000 + i;
@@ -71,12 +84,12 @@ static void *produce(void *arg)
     uint64_t i;
 
     for (i = 0; i < RECORDS; i++) {
-        uint64_t w[4];
+        uint64_t w[8];
         unsigned n = gen(i, w);
 
-        /* Translated code checks capacity once per TB: 32 bytes per record here. */
-        if ((uint8_t *)p->slot.limit - (uint8_t *)p->slot.cursor < 32) {
-            ring_reserve(p->ring, 32);
+        /* Translated code checks capacity once per TB: 64 bytes per record here. */
+        if ((uint8_t *)p->slot.limit - (uint8_t *)p->slot.cursor < 64) {
+            ring_reserve(p->ring, 64);
         }
         memcpy(p->slot.cursor, w, n * 8);
         p->slot.cursor += n;
@@ -94,7 +107,7 @@ static uint64_t check_span(const uint64_t *w, size_t words, uint64_t next)
     size_t k = 0;
 
     while (k < words) {
-        uint64_t want[4];
+        uint64_t want[8];
         unsigned len;
 
         if (sluice_rec_tag(w[k]) == SLUICE_TAG_PAD) {
@@ -157,7 +170,8 @@ Test(ring_pair, jitter_ring_to_reader_in_order, .timeout = 120)
  * consumer copies each span and then takes it (ring_reader__claim), as
  * libsluice does. Every record it gets must be the next one the producer
  * wrote after the ones it was told it lost: records got plus records lost
- * (an EXEC or MEM record is one event) equal records written, in order.
+ * (an EXEC, MEM, SYSCALL or SYSRET record is one event, as libsluice counts
+ * them) equal records written, in order.
  */
 Test(ring_pair, lossy_consumer_gets_or_is_told_of_every_record, .timeout = 120)
 {
