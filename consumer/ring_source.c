@@ -416,13 +416,17 @@ static int check_announced(struct sluice_session *s, struct ring_state *r,
     const struct sluice_ring_hdr *h = r->rd.hdr;
     uint32_t pid = h->pid, tid = h->tid, seq = h->seq;
 
-    /* The size as validated and mapped, not as the header says now. */
+    /* The size as validated and mapped, not as the header says now. Said
+     * at the end, unless the jitter tells us it dropped us meanwhile. */
     if (pid != m->pid || tid != m->tid || r->rd.size != m->ring_bytes) {
-        return session_error(s, -EPROTO,
-                             "refused a ring announced as pid %u tid %u (%llu bytes) whose header "
-                             "says pid %u tid %u (%llu bytes)",
-                             m->pid, m->tid, (unsigned long long)m->ring_bytes, pid, tid,
-                             (unsigned long long)r->rd.size);
+        if (!s->refused_ring[0]) {
+            snprintf(s->refused_ring, sizeof(s->refused_ring),
+                     "refused a ring announced as pid %u tid %u (%llu bytes) whose header says "
+                     "pid %u tid %u (%llu bytes)",
+                     m->pid, m->tid, (unsigned long long)m->ring_bytes, pid, tid,
+                     (unsigned long long)r->rd.size);
+        }
+        return -EPROTO;
     }
     if (known_ring(s, &r->rd)) {
         return session_error(s, -EPROTO,
@@ -708,5 +712,17 @@ void ring_source__run(struct sluice_session *s)
         pthread_cond_wait(&s->readers_done, &s->rings_lock);
     }
     pthread_mutex_unlock(&s->rings_lock);
+    if (s->refused_ring[0]) {
+        /* A drop notice read after it: the jitter reused the ring's place
+         * once it had dropped us, so the ring is the drop's, not a lie. */
+        pthread_mutex_lock(&s->err_lock);
+        int dropped_since = s->drop_why[0] != 0;
+        pthread_mutex_unlock(&s->err_lock);
+        if (dropped_since) {
+            session_error(s, -ECONNRESET, DROPPED);
+        } else {
+            session_error(s, -EPROTO, "%s", s->refused_ring);
+        }
+    }
     name_drop(s);
 }

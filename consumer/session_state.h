@@ -117,7 +117,11 @@ struct sluice_session {
     unsigned readers_live; /* changed under rings_lock, atomically: progress() reads it */
     int err_code;          /* first error, negative errno */
     char err[512];
-    char drop_why[96];     /* under err_lock: why the jitter said it dropped us, or "" */
+    char drop_why[96]; /* under err_lock: why the jitter said it dropped us, or "" */
+    /* Control thread: the first ring refused for a header that is not its
+     * announcement, or "": an error unless a drop notice follows (its place
+     * may have been reused after the drop: ring_source__run()). */
+    char refused_ring[192];
     struct tf_writer *rec; /* recording into a trace file (opts->record), or NULL */
     uint32_t rec_rings;    /* ordering thread: rings numbered in it so far */
     char *file_path;       /* a session of a trace file (sluice_session__open_file()), or NULL */

@@ -371,8 +371,10 @@ static struct sluice_counts expected_counts(uint64_t n, uint64_t *lost_records)
 /* --- the scenarios ----------------------------------------------------------- */
 
 /* Announcements a session must refuse, the trace of every ring going on;
- * BAD_NO_PAD: ring 0's producer lets records cross chunk boundaries. */
-enum { BAD_NONE, BAD_MAGIC, BAD_TWICE, BAD_TID, BAD_NO_PAD };
+ * BAD_NO_PAD: ring 0's producer lets records cross chunk boundaries;
+ * BAD_TID_DROPPED: BAD_TID, then the jitter says it dropped us (the place
+ * of a ring announced before the drop was reused after it). */
+enum { BAD_NONE, BAD_MAGIC, BAD_TWICE, BAD_TID, BAD_NO_PAD, BAD_TID_DROPPED };
 
 struct jitter_arg {
     int fd;
@@ -404,11 +406,14 @@ static void *fake_jitter(void *arg)
     if (j->bad_ring == BAD_TWICE) {
         send_ring(j->fd, &j->p[0].ring); /* a guest replaying an announcement */
     }
-    if (j->bad_ring == BAD_TID) {
+    if (j->bad_ring == BAD_TID || j->bad_ring == BAD_TID_DROPPED) {
         test_ring__create(&bad, 4096, 998, 0);
         bad.hdr->tid = 4242; /* a ring that is not what it is announced as */
         send_ring_as(j->fd, &bad, 998);
         test_ring__destroy(&bad);
+    }
+    if (j->bad_ring == BAD_TID_DROPPED) {
+        send_type(j->fd, SLUICE_CTL_REFUSED, SLUICE_CTL_VERSION, "a test drop");
     }
     for (i = 0; i < j->n_rings; i++) {
         pthread_join(th[i], NULL);
@@ -482,10 +487,14 @@ static void run_scenario(unsigned workers, int n_rings, uint64_t records, uint64
         cr_assert_eq(sluice_session__events(s),
                      (want.insns + want.loads + want.stores + lost_records) * (uint64_t)n_rings);
     } else {
-        cr_assert_eq(rc, -EPROTO);
-        static const char *const want_err[] = {"", "magic", "second announcement",
+        cr_assert_eq(rc, bad_ring == BAD_TID_DROPPED ? -ECONNRESET : -EPROTO, "%s",
+                     sluice_session__error(s));
+        static const char *const want_err[] = {"",
+                                               "magic",
+                                               "second announcement",
                                                "whose header says pid 1000 tid 4242",
-                                               "crosses the end of its span"};
+                                               "crosses the end of its span",
+                                               "the jitter dropped this consumer (a test drop)"};
 
         cr_assert(
             strstr(sluice_session__error(s), bad_at ? "invalid record header" : want_err[bad_ring]),
@@ -552,6 +561,14 @@ Test(session, ring_announced_twice_is_refused, .timeout = 60)
 Test(session, ring_whose_header_is_not_its_announcement_is_refused, .timeout = 60)
 {
     run_scenario(2, 2, 20000, 0, BAD_TID);
+}
+
+/* A dropped consumer is told why, after the announcements queued before the
+ * drop: one whose place was reused meanwhile is named as the drop, not as a
+ * ring that lies (it was "refused a ring announced as ... whose header says"). */
+Test(session, ring_reused_after_a_drop_is_named_as_the_drop, .timeout = 60)
+{
+    run_scenario(2, 2, 20000, 0, BAD_TID_DROPPED);
 }
 
 /* --- control protocol errors ------------------------------------------------ */
