@@ -2,12 +2,14 @@
 /*
  * precheck.c — what `sluice run` checks before it starts QEMU (see precheck.h).
  *
- * The program and the jitter are read with libelf, never loaded. QEMU is run
- * once with -h: a QEMU without the sluice patch has no -jitter option, and
- * its usage also shows the QEMU_LD_PREFIX it defaults to. The interpreter
- * lookup copies QEMU's path() (util/path.c): the prefixed file if it exists,
- * else the path itself, for every guest architecture (a multiarch host may
- * hold a foreign ld.so in /).
+ * The program and the jitter are read with libelf, never loaded. So is QEMU:
+ * a sluice-patched one holds a struct sluice_qemu_mark (sluice/jitter_abi.h)
+ * with its jitter ABI and the QEMU_LD_PREFIX it defaults to. A QEMU without
+ * the mark is run once with -h instead: without the sluice patch it lists
+ * no -jitter option, and its usage also shows the QEMU_LD_PREFIX default.
+ * The interpreter lookup copies QEMU's path() (util/path.c): the prefixed
+ * file if it exists, else the path itself, for every guest architecture (a
+ * multiarch host may hold a foreign ld.so in /).
  */
 #include "precheck.h"
 
@@ -26,6 +28,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <sluice/jitter_abi.h>
 
 extern char **environ;
 
@@ -396,13 +400,81 @@ static int run_help(const char *qemu, char *out, size_t n, int *status, char *er
     return 0;
 }
 
+/*
+ * Read @p qemu's struct sluice_qemu_mark into @p m. Returns 1 if it has a
+ * whole one; 0 if not (no such section, not an ELF file libelf reads, or not
+ * readable: then running -h decides and says why); -1 if libelf cannot work
+ * (message in @p err).
+ */
+static int read_mark(const char *qemu, struct sluice_qemu_mark *m, char *err, size_t errn)
+{
+    Elf_Scn *scn = NULL;
+    size_t shstrndx;
+    int fd, found = 0;
+    Elf *e;
+
+    if (libelf_ready(err, errn)) {
+        return -1;
+    }
+    fd = open(qemu, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    while (e && elf_getshdrstrndx(e, &shstrndx) == 0 && (scn = elf_nextscn(e, scn))) {
+        GElf_Shdr sh;
+        const char *name;
+        Elf_Data *d;
+
+        if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(e, shstrndx, sh.sh_name)) ||
+            strcmp(name, SLUICE_QEMU_MARK_SECTION) != 0) {
+            continue;
+        }
+        d = elf_getdata(scn, NULL);
+        if (d && d->d_buf && d->d_size == sizeof(*m)) {
+            memcpy(m, d->d_buf, sizeof(*m));
+            found = memcmp(m->magic, SLUICE_QEMU_MARK_MAGIC, sizeof(m->magic)) == 0 &&
+                    memchr(m->interp_prefix, '\0', sizeof(m->interp_prefix));
+        }
+        break;
+    }
+    elf_end(e);
+    close(fd);
+    return found;
+}
+
+/* @p qemu's mark @p m, checked; the QEMU_LD_PREFIX default into @p ld_prefix. */
+static int use_mark(const char *qemu, const struct sluice_qemu_mark *m, char *ld_prefix, size_t n,
+                    char *err, size_t errn)
+{
+    if (m->abi_version != SLUICE_JITTER_ABI_VERSION) {
+        snprintf(err, errn,
+                 "%s was built for jitter ABI %u, this sluice's is %u: rebuild it "
+                 "(scripts/setup.sh), or set SLUICE_QEMU_DIR to a QEMU built with these sources",
+                 qemu, m->abi_version, SLUICE_JITTER_ABI_VERSION);
+        return -1;
+    }
+    if (strlen(m->interp_prefix) >= n) {
+        snprintf(err, errn, "%s: its QEMU_LD_PREFIX default is longer than %zu bytes", qemu, n - 1);
+        return -1;
+    }
+    strcpy(ld_prefix, m->interp_prefix);
+    return 0;
+}
+
 int precheck_qemu(const char *qemu, char *ld_prefix, size_t n, char *err, size_t errn)
 {
-    char *out = malloc(QEMU_HELP_MAX);
+    struct sluice_qemu_mark mark;
+    char *out;
     const char *l;
-    int status;
+    int status, marked;
 
     ld_prefix[0] = '\0';
+    marked = read_mark(qemu, &mark, err, errn);
+    if (marked != 0) {
+        return marked < 0 ? -1 : use_mark(qemu, &mark, ld_prefix, n, err, errn);
+    }
+    out = malloc(QEMU_HELP_MAX);
     if (!out) {
         snprintf(err, errn, "running %s -h: %s", qemu, strerror(errno));
         return -1;

@@ -31,13 +31,15 @@
 int precheck_program(const char *path, char *interp, size_t interpn, char *err, size_t errn);
 
 /**
- * Check that @p qemu is a sluice-patched QEMU: run `qemu -h` (QEMU_*
- * variables removed from its environment, stdin /dev/null, output captured,
- * killed after 10 s) and look for the -jitter option in its usage.
- * @param[out] ld_prefix the QEMU_LD_PREFIX default that usage shows ("" if
- *             none), @p n bytes
- * @return 0, or -1 with a message in @p err (not patched, did not run,
- *         failed or timed out).
+ * Check that @p qemu is a sluice-patched QEMU built for this sluice's jitter
+ * ABI: read its struct sluice_qemu_mark (sluice/jitter_abi.h) with libelf;
+ * a QEMU without one is run with `-h` (QEMU_* variables removed from its
+ * environment, stdin /dev/null, output captured, killed after 10 s) and its
+ * usage must list the -jitter option.
+ * @param[out] ld_prefix the QEMU_LD_PREFIX default (the mark's, or what
+ *             usage shows; "" if none), @p n bytes
+ * @return 0, or -1 with a message in @p err (cannot be opened, another
+ *         jitter ABI, not patched, did not run, failed or timed out).
  */
 int precheck_qemu(const char *qemu, char *ld_prefix, size_t n, char *err, size_t errn);
 

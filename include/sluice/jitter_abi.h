@@ -394,4 +394,24 @@ struct sluice_jitter_ops {
 /** Name of the symbol the jitter exports. */
 #define SLUICE_JITTER_OPS_SYMBOL "sluice_jitter_ops"
 
+/** ELF section of a sluice-patched QEMU that holds its struct sluice_qemu_mark. */
+#define SLUICE_QEMU_MARK_SECTION ".sluice_mark"
+
+/** struct sluice_qemu_mark's magic, its terminating NUL included (8 bytes). */
+#define SLUICE_QEMU_MARK_MAGIC "sluiceQ"
+
+/**
+ * What a sluice-patched QEMU says of itself in its ELF file (section
+ * SLUICE_QEMU_MARK_SECTION, linux-user/sluice.c), so that `sluice run`
+ * knows it without running it (consumer/precheck.c; a QEMU without the
+ * section is asked with `-h` instead). Written by the compiler that built
+ * QEMU: host byte order, 256 bytes.
+ */
+struct sluice_qemu_mark {
+    char magic[8];           /**< SLUICE_QEMU_MARK_MAGIC */
+    uint32_t abi_version;    /**< the SLUICE_JITTER_ABI_VERSION QEMU was built with */
+    char interp_prefix[244]; /**< QEMU_LD_PREFIX's default (QEMU's CONFIG_QEMU_INTERP_PREFIX),
+                                  NUL-terminated */
+};
+
 #endif /* SLUICE_JITTER_ABI_H */

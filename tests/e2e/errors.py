@@ -14,6 +14,12 @@ cannot load), sluice waits for it and adds one line naming its status, exit 2,
 no table. Under `ulimit -n 8` (the jitter's descriptors leave QEMU none for the
 program) the jitter says so in one line, and sluice adds QEMU's status.
 
+A patched QEMU marks itself (section .sluice_mark): each built QEMU's mark, as
+binutils' readelf dumps it, must say what its -h says (QEMU_LD_PREFIX) and the
+jitter ABI of include/sluice/jitter_abi.h; a marked stand-in (marked_qemu.c)
+must be started without being run with -h, and one marked with another ABI is
+refused in one line.
+
 Writing the report: `stats` to a stderr that fails (2>/dev/full) must exit 1; a
 dump whose pipe's reader leaves says so in one line and exits 1, the guest whole.
 A dump that hits the file size limit (RLIMIT_FSIZE, SIGXFSZ ignored: writes
@@ -27,6 +33,7 @@ end with its normal output, and exit 1 (guest exit 0) or the guest's status.
 
 import argparse
 import os
+import re
 import resource
 import signal
 import struct
@@ -115,7 +122,7 @@ def expect(what, cmd, want_lines, extra_env=None, want_rc=2, preexec_fn=None):
 
 
 def write_exe(path, text):
-    with open(path, "w") as f:
+    with open(path, "wb" if isinstance(text, bytes) else "w") as f:
         f.write(text)
     os.chmod(path, 0o755)
     return path
@@ -221,6 +228,68 @@ def fake_qemu_dir(tmp, name, script):
     d = os.path.join(tmp, name)
     os.makedirs(os.path.join(d, "bin"), exist_ok=True)
     return d, write_exe(os.path.join(d, "bin", "qemu-x86_64"), script)
+
+
+def marked_qemu_dir(args, tmp, name, abi=None):
+    """A copy of marked-qemu as qemu-x86_64, its mark's ABI word made @p abi if given."""
+    d = os.path.join(tmp, name)
+    os.makedirs(os.path.join(d, "bin"), exist_ok=True)
+    with open(os.path.join(args.guests, "marked-qemu"), "rb") as f:
+        data = bytearray(f.read())
+    if abi is not None:
+        at = data.index(b"sluiceQ\0") + 8
+        data[at:at + 4] = struct.pack("<I", abi)
+    return d, write_exe(os.path.join(d, "bin", "qemu-x86_64"), bytes(data))
+
+
+def jitter_abi():
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "sluice",
+                           "jitter_abi.h")) as f:
+        return int(re.search(r"#define SLUICE_JITTER_ABI_VERSION (\d+)u", f.read()).group(1))
+
+
+def read_mark(qemu):
+    """The .sluice_mark section of @p qemu as binutils' readelf dumps it: (abi, prefix)."""
+    out = subprocess.run(["readelf", "-x", ".sluice_mark", qemu], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, check=True).stdout.decode()
+    data = b"".join(bytes.fromhex("".join(m.group(1).split()))
+                    for m in re.finditer(r"^\s+0x[0-9a-f]+ ((?:[0-9a-f]{2,8} ){1,4})", out, re.M))
+    if len(data) != 256 or not data.startswith(b"sluiceQ\0"):
+        return None
+    return struct.unpack_from("<I", data, 8)[0], data[12:].split(b"\0")[0].decode()
+
+
+def help_prefix(qemu):
+    """QEMU_LD_PREFIX's default as `qemu -h` shows it."""
+    out = subprocess.run([qemu, "-h"], stdout=subprocess.PIPE, env={}, check=True).stdout.decode()
+    return re.search(r"^QEMU_LD_PREFIX\s+= (\S*)", out, re.M).group(1)
+
+
+def marks(args, tmp):
+    """sluice reads a patched QEMU's mark instead of running `-h` (a few ms on every run): each
+    built QEMU's mark, read by readelf, says what its -h says; a marked stand-in whose -h fails
+    is started without it; one built for another jitter ABI is refused in one line."""
+    ok = True
+    bindir = os.path.join(common.qemu_dir(), "bin")
+    for q in sorted(os.listdir(bindir)):
+        path = os.path.join(bindir, q)
+        got, want = read_mark(path), (jitter_abi(), help_prefix(path))
+        good = got == want
+        print("%s's mark: %s: %r, -h and jitter_abi.h say %r" % (q, "ok" if good else "FAILED",
+                                                                   got, want))
+        ok = ok and good
+    prog = os.path.join(args.guests, "exitcode-x86_64")
+    d, q = marked_qemu_dir(args, tmp, "marked")
+    ok = expect("a marked QEMU (stand-in) is not run with -h", sluice_cmd(args, prog, ["0"]),
+                ["qemu-x86_64: stand-in: started",
+                 "sluice: QEMU exited with status 3 before tracing started (its message is "
+                 "above)"], extra_env={"SLUICE_QEMU_DIR": d}) and ok
+    d, q = marked_qemu_dir(args, tmp, "abi0", abi=0)
+    ok = expect("a QEMU marked with another jitter ABI (stand-in)", sluice_cmd(args, prog, ["0"]),
+                "sluice: %s was built for jitter ABI 0, this sluice's is %d: rebuild it "
+                "(scripts/setup.sh), or set SLUICE_QEMU_DIR to a QEMU built with these sources"
+                % (q, jitter_abi()), extra_env={"SLUICE_QEMU_DIR": d}) and ok
+    return ok
 
 
 def qemus(args, tmp):
@@ -355,6 +424,7 @@ def main():
         ok = dynamic(args, tmp) and ok
         ok = jitter(args, tmp) and ok
         ok = qemus(args, tmp) and ok
+        ok = marks(args, tmp) and ok
         ok = nofile(args) and ok
         ok = full_stderr(args) and ok
         ok = broken_pipe(args) and ok
