@@ -531,8 +531,9 @@ static void report_unclosed(FILE *out, const struct sluice_session *s, int statu
     if (n > 0 && status != -1 && WIFSIGNALED(status)) {
         /* Killed in the kernel, unseen by QEMU (SIGKILL, SIGTERM...): no thread exited. */
         fprintf(out,
-                "%sguest killed by SIG%s: %zu thread%s did not exit; %llu bytes of records "
-                "written after their last publish were recovered\n",
+                "%sguest killed by SIG%s: %zu thread%s did not exit (killed by it, or ended "
+                "earlier by an execve); %llu bytes of records written after their last publish "
+                "were recovered\n",
                 who, sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?", n,
                 n == 1 ? "" : "s", (unsigned long long)bytes);
     } else if (n > 0) { /* (a trace file or an attach has no wait status: killed or not) */
