@@ -311,6 +311,17 @@ static void drop_notice(struct sluice_session *s, const struct sluice_ctl_msg *m
     pthread_mutex_unlock(&s->err_lock);
 }
 
+/* Whether the jitter has told us why it dropped us (drop_notice()). */
+static int drop_noticed(struct sluice_session *s)
+{
+    int noticed;
+
+    pthread_mutex_lock(&s->err_lock);
+    noticed = s->drop_why[0] != 0;
+    pthread_mutex_unlock(&s->err_lock);
+    return noticed;
+}
+
 /*
  * Whether the jitter has dropped us: it closes our slot in every ring
  * before it shuts our socket, and a ring it announced before may be gone
@@ -715,10 +726,7 @@ void ring_source__run(struct sluice_session *s)
     if (s->refused_ring[0]) {
         /* A drop notice read after it: the jitter reused the ring's place
          * once it had dropped us, so the ring is the drop's, not a lie. */
-        pthread_mutex_lock(&s->err_lock);
-        int dropped_since = s->drop_why[0] != 0;
-        pthread_mutex_unlock(&s->err_lock);
-        if (dropped_since) {
+        if (drop_noticed(s)) {
             session_error(s, -ECONNRESET, DROPPED);
         } else {
             session_error(s, -EPROTO, "%s", s->refused_ring);
