@@ -276,7 +276,7 @@ static int has_once(const struct sluice_lift_block *b)
 }
 
 /* One word that ends the block before: what follows is not its records. */
-#define END_OF_BLOCK (((uint64_t)SLUICE_TAG_PAD << SLUICE_TAG_SHIFT) | 1)
+#define END_OF_BLOCK sluice_pad_hdr(1)
 
 uint64_t blocks_lift(const struct sluice_lift_block *b)
 {

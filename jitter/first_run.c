@@ -122,7 +122,7 @@ int first_run_end(struct sluice_thread_slot *slot, uint64_t pc, int how)
         if (slot->cursor == at + 1) {
             slot->cursor = at;
         } else {
-            *at = ((uint64_t)SLUICE_TAG_PAD << SLUICE_TAG_SHIFT) | 1;
+            *at = sluice_pad_hdr(1);
         }
         to = 0;
     } else {

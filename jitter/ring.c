@@ -429,8 +429,7 @@ static void enter_chunk(struct ring *r)
 static void pad_to_boundary(struct ring *r, uint64_t room, uint64_t need)
 {
     wait_free(r, room + need);
-    *(volatile uint64_t *)r->slot->cursor =
-        ((uint64_t)SLUICE_TAG_PAD << SLUICE_TAG_SHIFT) | (room / 8);
+    *(volatile uint64_t *)r->slot->cursor = sluice_pad_hdr(room / 8);
     r->slot->cursor += room / 8;
     ring_publish(r);
 }

@@ -177,6 +177,12 @@ static inline uint64_t sluice_rec_payload(uint64_t hdr)
     return hdr & SLUICE_PAYLOAD_MASK;
 }
 
+/** Header word of a PAD record that skips @p words words (>= 1), itself included. */
+static inline uint64_t sluice_pad_hdr(uint64_t words)
+{
+    return ((uint64_t)SLUICE_TAG_PAD << SLUICE_TAG_SHIFT) | (words & SLUICE_PAYLOAD_MASK);
+}
+
 /** Header word of an EXEC record for guest PC @p pc (< 2^56). */
 static inline uint64_t sluice_exec_hdr(uint64_t pc)
 {

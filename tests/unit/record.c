@@ -67,7 +67,7 @@ Test(record, mem_helper_records_have_pc_zero)
 Test(record, lost_and_pad)
 {
     uint64_t lost = ((uint64_t)SLUICE_TAG_LOST << SLUICE_TAG_SHIFT) | 12345;
-    uint64_t pad = ((uint64_t)SLUICE_TAG_PAD << SLUICE_TAG_SHIFT) | 7;
+    uint64_t pad = sluice_pad_hdr(7);
 
     cr_assert_eq(sluice_rec_tag(lost), SLUICE_TAG_LOST);
     cr_assert_eq(sluice_rec_payload(lost), 12345);

@@ -128,7 +128,7 @@ Test(ring_blocks, a_tb_without_recorded_instructions_ends_the_block_before, .ini
     uint64_t pc[2] = {PC0, PC0 + 4};
     uint8_t len[2] = {4, 4}, never[2] = {SLUICE_HOOK_NEVER, SLUICE_HOOK_NEVER};
     struct sluice_lift_block b = {.n = 2, .pc = pc, .len = len, .hook = never};
-    uint64_t pad1 = ((uint64_t)SLUICE_TAG_PAD << SLUICE_TAG_SHIFT) | 1;
+    uint64_t pad1 = sluice_pad_hdr(1);
 
     cr_assert_eq(blocks_lift(&b), 0, "no record at all: no word");
     b.records = 1;

@@ -273,7 +273,7 @@ Test(ring_reader, spans_end_at_head_and_at_chunk_boundaries)
     cr_assert_eq(ring_reader__take(&r, &w, &at), 16, "up to the boundary");
     cr_assert_eq(at, start);
     cr_assert_eq(w[0], e);
-    cr_assert_eq(w[1], (uint64_t)SLUICE_TAG_PAD << SLUICE_TAG_SHIFT | 1, "the producer's PAD");
+    cr_assert_eq(w[1], sluice_pad_hdr(1), "the producer's PAD");
     cr_assert_eq(ring_reader__take(&r, &w, &at), 32, "from the boundary to head");
     cr_assert_eq(at, 2 * SLUICE_CHUNK_BYTES);
     cr_assert_eq(w[0], sluice_mem_hdr(0x10, 2, 0));

@@ -209,7 +209,7 @@ void test_ring__append(struct test_ring *t, const uint64_t *w, unsigned n)
     /* record.h: a chunk boundary is a record boundary; pad up to it. The
      * PAD's body is left as it is (consumers skip it unread). */
     if (t->pad_boundaries && (uint64_t)n * 8 > room) {
-        uint64_t pad = ((uint64_t)SLUICE_TAG_PAD << SLUICE_TAG_SHIFT) | (room / 8);
+        uint64_t pad = sluice_pad_hdr(room / 8);
 
         wait_space(t, room);
         put(t, &pad, 1);
