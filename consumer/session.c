@@ -463,6 +463,7 @@ int sluice_session__run(struct sluice_session *s)
         end_recording(s);
         return err;
     }
+    s->welcomed = 1;
     err = session_start_stages(s);
     if (err) {
         chunk_pool__destroy(&s->pool);
@@ -640,6 +641,11 @@ void sluice_session__detach(struct sluice_session *s)
 int sluice_session__detached(const struct sluice_session *s)
 {
     return __atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE);
+}
+
+int sluice_session__welcomed(const struct sluice_session *s)
+{
+    return s->welcomed;
 }
 
 uint32_t sluice_session__once_before(const struct sluice_session *s)

@@ -118,6 +118,7 @@ struct sluice_session {
     int err_code;          /* first error, negative errno */
     char err[512];
     char drop_why[96]; /* under err_lock: why the jitter said it dropped us, or "" */
+    int welcomed;      /* the jitter's WELCOME was read (sluice_session__welcomed()) */
     /* Control thread: the first ring refused for a header that is not its
      * announcement, or "": an error unless a drop notice follows (its place
      * may have been reused after the drop: ring_source__run()). */

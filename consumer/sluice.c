@@ -816,7 +816,6 @@ static int cmd_attach(int argc, char **argv)
     struct tool_env env = {.out = stderr, .name = "stderr"};
     struct sluice_callbacks cb = {.sz = sizeof(cb)};
     struct sluice_consumer_opts opts = {.sz = sizeof(opts)};
-    struct sluice_counts unused;
     struct run_args a;
     int rc = begin_consumer(argc, argv, MODE_ATTACH, &a, &env, &opts), failed;
     double t0;
@@ -840,7 +839,7 @@ static int cmd_attach(int argc, char **argv)
         sluice_session__detach(attached);
     }
     failed = run_traced(attached, status_line_ok(&env), &t0);
-    if (failed && sluice_session__counts(attached, &unused, NULL, NULL, 0) == 0) {
+    if (failed && !sluice_session__welcomed(attached)) {
         /* Refused (another user, a full registry) or gone before WELCOME. */
         fprintf(stderr, "sluice: attach %u: %s\n", a.pid, sluice_session__error(attached));
         sluice_session__free(detach_none());

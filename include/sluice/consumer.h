@@ -392,6 +392,15 @@ void sluice_session__detach(struct sluice_session *s);
 int sluice_session__detached(const struct sluice_session *s);
 
 /**
+ * Whether the jitter took this live session in (its WELCOME was read). A
+ * session that fails after that has a trace to report, even if no guest
+ * thread came before it ended (dropped, say); one that fails before was
+ * refused or never reached the jitter. 0 for a trace file. Call after
+ * sluice_session__run() returned. Any thread.
+ */
+int sluice_session__welcomed(const struct sluice_session *s);
+
+/**
  * How many pcs the process's filter answered SLUICE_ONCE for had been
  * recorded already, for consumers attached then, when this session was
  * taken in (at least that many: sluice/ctl.h, WELCOME's `once_before`).

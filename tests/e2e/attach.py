@@ -1004,7 +1004,8 @@ def case_stopped(c):
     threads' rings it holds pass the bound; the other's events plus its lost count equal
     the reference's per thread; the stopped one, continued once the guest ended, exits 1
     within seconds and says why it was dropped. A third, stopped before the guest started,
-    dropped too, then detached (SIGINT) and continued, must say it was dropped."""
+    dropped too, then detached (SIGINT) and continued, must say it was dropped, in its --json
+    report too, and exit 1."""
     counters = common.need_file(os.path.join(c.args.guests, "counters-x86_64"),
                                 "guest counters-x86_64")
     churn = ["churn", "300", "0", "20000", "2"]
@@ -1013,7 +1014,7 @@ def case_stopped(c):
               plain=[counters] + churn[:1] + [c.path("plain.counters")] + churn[1:])
     stopped, stopped_out = c.attach(run.pid, "stopped-stats", run.xdg, "stats",
                                     ["--lossy", "--json"])
-    early, _ = c.attach(run.pid, "early-stats", run.xdg, "stats", ["--lossy", "--json"])
+    early, early_out = c.attach(run.pid, "early-stats", run.xdg, "stats", ["--lossy", "--json"])
     end = time.monotonic() + 20
     while query(run.sock)["consumers"] < 3 and time.monotonic() < end:
         time.sleep(0.01)
@@ -1029,9 +1030,16 @@ def case_stopped(c):
     early.send_signal(signal.SIGINT)
     early.send_signal(signal.SIGCONT)
     rc, _, err = finish(early, 20)
-    c.check(rc not in (0, None) and b"lossy, it held" in err,
+    c.check(rc == 1 and b"lossy, it held" in err,
             "the consumer stopped before the guest started, dropped, then detached: exit %s, "
             "stderr %r" % (rc, err[-600:]))
+    try:  # taken in, then dropped: a report all the same (it had none, exit 2)
+        said = json.loads(slurp(early_out))["error"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        said = "no report (%s)" % e
+    c.check(isinstance(said, str) and "lossy, it held" in said,
+            "the consumer dropped before the guest started: its --json report does not say it "
+            "was dropped: error %r" % said)
     stopped.send_signal(signal.SIGCONT)
     rc, _, err = finish(stopped, 20)
     c.check(rc == 1 and b"lossy, it held" in err and b"bound: 16 rings" in err,
