@@ -313,16 +313,18 @@ static int read_all(int fd, char *buf, size_t n, size_t *len)
     for (;;) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         long long left = deadline - ms_now();
+        int ready;
         ssize_t r;
 
         if (left <= 0) {
             return -1;
         }
-        if (poll(&p, 1, (int)left) < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return -1;
+        ready = poll(&p, 1, (int)left);
+        if (ready < 0 && errno == EINTR) {
+            continue;
+        }
+        if (ready <= 0) {
+            return -1; /* the deadline passed (or poll failed): never block in read */
         }
         if (*len + 1 < n) {
             r = read(fd, buf + *len, n - 1 - *len);

@@ -570,8 +570,9 @@ static void report_not_started(int status, const struct sluice_session *s)
                 sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
     } else if (status == -1) {
         fprintf(stderr, "sluice: QEMU ended before tracing started (its status is unknown)\n");
-    } else {
-        fprintf(stderr, "sluice: tracing did not start: %s\n", sluice_session__error(s));
+    } else { /* exited 0, yet the jitter never took us in (or failed us first) */
+        fprintf(stderr, "sluice: QEMU exited with status 0 before tracing started: %s\n",
+                sluice_session__error(s));
     }
 }
 

@@ -8,8 +8,9 @@ a truncated ELF (cut in its program headers, in a PT_LOAD segment; 64- and
 32-bit), a dynamically linked aarch64 program whose interpreter is not found
 (QEMU_LD_PREFIX unset, or naming a directory without it), SLUICE_JITTER naming
 another library or a text file, and a QEMU without the sluice patch (a stand-in
-script: no unpatched QEMU is installed). When QEMU dies before tracing starts
-anyway (stand-ins that fail or are killed; a real QEMU given an interpreter it
+script: no unpatched QEMU is installed), and one whose -h never answers (sluice
+must give up after 10 s; it blocked in read() for good). When QEMU dies before
+tracing starts anyway (stand-ins that fail, exit 0 or are killed; a real QEMU given an interpreter it
 cannot load), sluice waits for it and adds one line naming its status, exit 2,
 no table. Under `ulimit -n 8` (the jitter's descriptors leave QEMU none for the
 program) the jitter says so in one line, and sluice adds QEMU's status.
@@ -40,6 +41,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 import common
 
@@ -95,6 +97,10 @@ STANDIN_FAIL = "#!/bin/sh\n# Stand-in: a patched QEMU that fails at once.\n" + P
     "echo 'qemu-x86_64: stand-in: cannot start' >&2\nexit 1\n"
 STANDIN_KILLED = "#!/bin/sh\n# Stand-in: a patched QEMU that is killed at once.\n" + \
     PATCHED_HELP + "kill -KILL $$\n"
+STANDIN_EXIT0 = "#!/bin/sh\n# Stand-in: a patched QEMU that exits 0 at once.\n" + \
+    PATCHED_HELP + "exit 0\n"
+# No mark, and -h never answers (sluice hung in read() past its 10 s deadline).
+STANDIN_SILENT = "#!/bin/sh\n# Stand-in: a QEMU that never answers.\nexec sleep 60\n"
 
 
 def sluice_cmd(args, prog, guest_args=(), tool="stats", extra=()):
@@ -304,6 +310,23 @@ def qemus(args, tmp):
                 ["qemu-x86_64: stand-in: cannot start",
                  "sluice: QEMU exited with status 1 before tracing started (its message is "
                  "above)"], extra_env={"SLUICE_QEMU_DIR": d}) and ok
+    d, q = fake_qemu_dir(tmp, "exit0", STANDIN_EXIT0)
+    rc, _, err = common.run(sluice_cmd(args, prog, ["0"]), extra_env={"SLUICE_QEMU_DIR": d})
+    lines = err.decode(errors="replace").splitlines()
+    good = rc == 2 and len(lines) == 1 and lines[0].startswith(
+        "sluice: QEMU exited with status 0 before tracing started: control socket: ")
+    print("QEMU exits 0 before WELCOME (stand-in): %s: exit %d, %r"
+          % ("ok" if good else "FAILED (want exit 2 and one line naming status 0)", rc, lines))
+    ok = good and ok
+    d, q = fake_qemu_dir(tmp, "silent", STANDIN_SILENT)
+    t0 = time.monotonic()
+    ok = expect("QEMU whose -h never answers (stand-in)", sluice_cmd(args, prog, ["0"]),
+                "sluice: %s: no answer to -h within 10 s: is it a QEMU linux-user binary?" % q,
+                extra_env={"SLUICE_QEMU_DIR": d}) and ok
+    took = time.monotonic() - t0
+    if took > 20:
+        print("QEMU whose -h never answers: FAILED: sluice took %.0f s" % took)
+        ok = False
     d, q = fake_qemu_dir(tmp, "killed", STANDIN_KILLED)
     ok = expect("QEMU killed before WELCOME (stand-in)", sluice_cmd(args, prog, ["0"]),
                 "sluice: QEMU was killed by SIGKILL before tracing started",
