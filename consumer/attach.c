@@ -8,7 +8,8 @@
  * that is ours and private (mode 0700, as the jitter makes it) is trusted,
  * and only a listener of our own uid (SO_PEERCRED): another user could
  * have made /tmp/sluice-<uid> first and listen there. A socket whose
- * process is gone (ECONNREFUSED: killed, or exec'd) is stale: skipped,
+ * process is gone (ECONNREFUSED: killed, or exec'd; or one that broke the
+ * connection while asked and no longer exists) is stale: skipped,
  * never removed here (its pid may be listening anew by the time we would;
  * the jitter replaces it when it binds). A listing asks every process at
  * once and gives them QUERY_MS in all; one that does not answer in time, or
@@ -19,6 +20,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,6 +158,19 @@ static int read_info(int fd, struct sluice_process_info *info)
     return 0;
 }
 
+/*
+ * Whether process @p pid, whose connection broke with @p err while it was
+ * asked (a reset, a broken pipe, or an end of stream: -EPROTO), has ended
+ * meanwhile: then it is as stale as a socket nobody listens on.
+ */
+static int ended_while_asked(uint32_t pid, int err)
+{
+    if (err != -EPIPE && err != -ECONNRESET && err != -EPROTO) {
+        return 0;
+    }
+    return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
 /* Send QUERY on @p fd and read INFO into @p info; 0 or -errno. Closes @p fd. */
 static int query_fd(int fd, struct sluice_process_info *info)
 {
@@ -244,7 +259,8 @@ static size_t ask_batch(struct asked *a, size_t n, struct sluice_process_info *o
         if (a[i].fd >= 0) {
             close(a[i].fd);
         }
-        if (err[i] == 1 || err[i] == -ECONNREFUSED || err[i] == -ENOENT) {
+        if (err[i] == 1 || err[i] == -ECONNREFUSED || err[i] == -ENOENT ||
+            ended_while_asked(a[i].pid, err[i])) {
             continue; /* answered, or stale (gone: killed, or exec'd) */
         }
         if (at < max) {

@@ -943,6 +943,9 @@ static const char *ls_why(int32_t err)
     case -EACCES:
     case -EPROTO:
         return "not asked: it refused, or speaks another protocol";
+    case -EPIPE:
+    case -ECONNRESET:
+        return "ending (it closed the connection while asked)";
     default:
         return strerror(-err);
     }

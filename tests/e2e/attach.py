@@ -18,8 +18,8 @@ exit 0 with an untraced run's stdout and count exactly what the reference does.
            `sluice attach` out of descriptors (ulimit -n 5..7) says so; QUERY
            and `sluice attach` work afterwards
   ls       `sluice ls [--json]` lists traced guests, a stopped one as not
-           answering, not SIGKILLed or exited ones; `sluice attach` of a gone or
-           untraced pid exits 2
+           answering, not SIGKILLed or exited ones, nor ones that ended as they
+           were asked; `sluice attach` of a gone or untraced pid exits 2
   lossy    lossy consumers: delivered + lost equals the reference, per thread
   rogue    a consumer scribbling on its own tail words stalls nobody
   zero     QEMU -jitter, attached to one consumer at a time: every window is
@@ -895,6 +895,51 @@ def ls(c, json_out):
     return lines
 
 
+def hang_up_listener(path):
+    """A listener at @p path that takes each connection and closes it at once, as a process
+    ending while asked does."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    if os.path.exists(path):
+        os.unlink(path)  # a stale socket of a traced process that had this pid before
+    srv.bind(path)
+    srv.listen(8)
+
+    def serve():
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            conn.close()
+    threading.Thread(target=serve, daemon=True).start()
+    return srv
+
+
+def ls_hang_ups(c, sock_dir):
+    """Processes that close the connection while `sluice ls` asks them: one that has ended is
+    left out like a stale socket (it was listed as 'Broken pipe', exit 0, as traced guests
+    ended), one that still exists is listed with why."""
+    gone = subprocess.Popen(["/bin/true"])
+    gone.wait()
+    alive = subprocess.Popen(["/bin/sleep", "30"])
+    servers = [hang_up_listener(os.path.join(sock_dir, "%d.sock" % pid))
+               for pid in (gone.pid, alive.pid)]
+    try:
+        entries = ls(c, True)
+    finally:
+        for srv, pid in zip(servers, (gone.pid, alive.pid)):
+            srv.close()
+            os.unlink(os.path.join(sock_dir, "%d.sock" % pid))
+        alive.kill()
+        alive.wait()
+    c.check(gone.pid not in entries, "sluice ls --json lists %d, which had ended when it hung up: "
+            "%s" % (gone.pid, entries.get(gone.pid)))
+    c.check(entries.get(alive.pid, {}).get("answering") is False,
+            "sluice ls --json: %d, alive, hung up: %s" % (alive.pid, entries.get(alive.pid)))
+    print("hung up: ended %d listed as %s; alive %d listed as %s"
+          % (gone.pid, entries.get(gone.pid), alive.pid, entries.get(alive.pid)))
+
+
 def case_ls(c):
     os.environ.pop("XDG_RUNTIME_DIR", None)  # common.run's sluice ls: /tmp/sluice-<uid>
     a, b = Run(c, "ls-killed", 60, None, mode=None), Run(c, "ls-exits", 12, None, mode=None)
@@ -939,6 +984,7 @@ def case_ls(c):
         c.check(rc == 2 and len(err.splitlines()) == 1, "sluice attach of a %s pid: exit %s, "
                 "stderr %r" % (what, rc, err))
         print("sluice attach %d (%s): exit %s: %s" % (pid, what, rc, err.decode().strip()))
+    ls_hang_ups(c, os.path.dirname(b.sock))
     b.finish(60)
     c.check(b.pid not in ls(c, True), "sluice ls --json lists %d after it exited" % b.pid)
     print("after %d exited: not listed" % b.pid)
