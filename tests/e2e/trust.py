@@ -470,6 +470,13 @@ def case_closefds(c):
     c.traced("closefds", ["closefds", "10000"], each=10000)
 
 
+def case_forkthreads(c):
+    # A guest with three other threads forks and its child starts a thread: QEMU 10.0.2 built
+    # with plugins (as the series builds it) aborted that child in qemu_plugin_vcpu_init__async,
+    # with or without sluice (patch 0040). Every counter, the child's thread's too, must reach N.
+    c.traced("forkthreads", ["forkthreads", "1000"], each=1000, show_out=True)
+
+
 def case_threads(c):
     big = c.arch in ("x86_64", "aarch64")
     for n, limit, env in ((4096, 1024, {"SLUICE_RING_BYTES": "262144"}), (200, 64, {})):
@@ -1065,6 +1072,7 @@ def case_maps(c):
 
 
 CASES = {"exec": case_exec, "exit": case_exit, "kill": case_kill, "closefds": case_closefds,
+         "forkthreads": case_forkthreads,
          "threads": case_threads, "churn": case_churn, "environ": case_environ,
          "bytes": case_bytes, "fsize": case_fsize, "retry": case_retry,
          "helpers": case_helpers, "cas": case_cas, "maps": case_maps}

@@ -25,6 +25,10 @@
  *   closefds N        close 3..1023 one by one, close_range(3, ~0U, 0), dup2(0, fd) and
  *                     close for a few fds in 900..1023, printing the results; then 4
  *                     threads and 2 forked children bump N times each
+ *   forkthreads N     3 threads bump N times each and block in read(); main forks: the
+ *                     child bumps N times, starts a thread that bumps N times, joins it
+ *                     and exits 0; the parent prints the child's status, ends its threads
+ *                     and exits 0 if the child did (QEMU with plugins aborted that child)
  *   churn N [S [K [P]]]  N threads one after another (P at a time, default 1, at
  *                     most 16), each bumps its counter K times (default 100); then it
  *                     prints (flushed) and sleeps S seconds (default 0)
@@ -285,6 +289,55 @@ static int mode_idle(void)
     for (;;) {
         pause();
     }
+}
+
+static int forkthreads_pipe[2];
+
+static void *bump_then_block(void *arg)
+{
+    char byte;
+
+    bump_rounds(arg);
+    pthread_barrier_wait(&barrier);
+    while (read(forkthreads_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    return NULL;
+}
+
+static int mode_forkthreads(void)
+{
+    pthread_t t[3], ct;
+    int status;
+    pid_t child;
+
+    if (pipe(forkthreads_pipe) != 0) {
+        die("pipe");
+    }
+    pthread_barrier_init(&barrier, NULL, 4);
+    for (unsigned i = 0; i < 3; i++) {
+        start(&t[i], bump_then_block, (void *)counter(i));
+    }
+    pthread_barrier_wait(&barrier); /* all three done bumping, about to block */
+    child = fork();
+    if (child < 0) {
+        die("fork");
+    }
+    if (child == 0) {
+        bump_rounds((void *)counter(3));
+        start(&ct, bump_rounds, (void *)counter(4));
+        pthread_join(ct, NULL);
+        _exit(0);
+    }
+    if (waitpid(child, &status, 0) != child) {
+        die("waitpid");
+    }
+    printf("child: %s %d\n", WIFSIGNALED(status) ? "signal" : "exit",
+           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    close(forkthreads_pipe[1]); /* the threads' read() returns 0 */
+    for (unsigned i = 0; i < 3; i++) {
+        pthread_join(t[i], NULL);
+    }
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
 static int mode_closefds(void)
@@ -1064,6 +1117,9 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "closefds") == 0) {
         map_counters(argv[2], 6);
         return mode_closefds();
+    } else if (strcmp(mode, "forkthreads") == 0) {
+        map_counters(argv[2], 5);
+        return mode_forkthreads();
     } else if (strcmp(mode, "threads") == 0) {
         map_counters(argv[2], (unsigned)n);
         return mode_threads((unsigned)n);
