@@ -20,8 +20,8 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>

@@ -26,11 +26,11 @@
 /*
  * Events of the records that start in [@p from, @p end) of the chunk
  * ending at @p end, as a consumer counts them (consumer/decode.c): an
- * EXEC, MEM, SYSCALL or SYSRET record is one; a BLOCK record, the instructions it marks
- * recorded from `from` (or the one after, for a part that continues an
- * instruction) to `to`; a BLOCK_SLOTS record, those and one per slot. The
- * chunk is ours and whole: we wrote it, and do not write it again until
- * this returns. A record we cannot read ends the walk.
+ * EXEC, MEM, SYSCALL or SYSRET record is one; a BLOCK record, the
+ * instructions it marks recorded from `from` (or the one after, for a part
+ * that continues an instruction) to `to`; a BLOCK_SLOTS record, those and
+ * one per slot. The chunk is ours and whole: we wrote it, and do not write
+ * it again until this returns. A record we cannot read ends the walk.
  */
 static uint64_t events_in(const struct ring *r, uint64_t from, uint64_t end)
 {
