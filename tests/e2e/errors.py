@@ -10,10 +10,11 @@ a truncated ELF (cut in its program headers, in a PT_LOAD segment; 64- and
 another library or a text file, and a QEMU without the sluice patch (a stand-in
 script: no unpatched QEMU is installed), and one whose -h never answers (sluice
 must give up after 10 s; it blocked in read() for good). When QEMU dies before
-tracing starts anyway (stand-ins that fail, exit 0 or are killed; a real QEMU given an interpreter it
-cannot load), sluice waits for it and adds one line naming its status, exit 2,
-no table. Under `ulimit -n 8` (the jitter's descriptors leave QEMU none for the
-program) the jitter says so in one line, and sluice adds QEMU's status.
+tracing starts anyway (stand-ins that fail, exit 0 or are killed; a real QEMU
+given an interpreter it cannot load), sluice waits for it and adds one line
+naming its status, exit 2, no table. Under `ulimit -n 8` (the jitter's
+descriptors leave QEMU none for the program) the jitter says so in one line,
+and sluice adds QEMU's status.
 
 A patched QEMU marks itself (section .sluice_mark): each built QEMU's mark, as
 binutils' readelf dumps it, must say what its -h says (QEMU_LD_PREFIX) and the
@@ -249,8 +250,8 @@ def marked_qemu_dir(args, tmp, name, abi=None):
 
 
 def jitter_abi():
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "sluice",
-                           "jitter_abi.h")) as f:
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "..", "include", "sluice", "jitter_abi.h")) as f:
         return int(re.search(r"#define SLUICE_JITTER_ABI_VERSION (\d+)u", f.read()).group(1))
 
 
