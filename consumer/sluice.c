@@ -870,12 +870,13 @@ static int cmd_attach(int argc, char **argv)
 /* Say which instructions a windowed report covered, so its counts are not read as the run's. */
 static void report_window(const struct run_args *a)
 {
-    if (a->count) {
+    /* A window past instruction 2^63 - 1 ends with each thread: none runs that many. */
+    if (a->count && a->count - 1 <= (uint64_t)INT64_MAX - a->skip) {
         fprintf(stderr,
                 "sluice: report: a window: instructions %llu to %llu of each thread "
                 "(fewer where a thread ends first)\n",
                 (unsigned long long)a->skip, (unsigned long long)(a->skip + a->count - 1));
-    } else if (a->skip) {
+    } else if (a->skip || a->count) {
         fprintf(stderr, "sluice: report: a window: instructions %llu to the end of each thread\n",
                 (unsigned long long)a->skip);
     }
