@@ -402,6 +402,35 @@ static int run_help(const char *qemu, char *out, size_t n, int *status, char *er
     return 0;
 }
 
+/* Whether ELF @p e holds a whole struct sluice_qemu_mark; if so, into @p m. */
+static int mark_in(Elf *e, struct sluice_qemu_mark *m)
+{
+    Elf_Scn *scn = NULL;
+    size_t shstrndx;
+
+    if (elf_getshdrstrndx(e, &shstrndx) != 0) {
+        return 0; /* no section names to find it by */
+    }
+    while ((scn = elf_nextscn(e, scn))) {
+        GElf_Shdr sh;
+        const char *name;
+        Elf_Data *d;
+
+        if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(e, shstrndx, sh.sh_name)) ||
+            strcmp(name, SLUICE_QEMU_MARK_SECTION) != 0) {
+            continue;
+        }
+        d = elf_getdata(scn, NULL);
+        if (!d || !d->d_buf || d->d_size != sizeof(*m)) {
+            return 0;
+        }
+        memcpy(m, d->d_buf, sizeof(*m));
+        return memcmp(m->magic, SLUICE_QEMU_MARK_MAGIC, sizeof(m->magic)) == 0 &&
+               memchr(m->interp_prefix, '\0', sizeof(m->interp_prefix));
+    }
+    return 0;
+}
+
 /*
  * Read @p qemu's struct sluice_qemu_mark into @p m. Returns 1 if it has a
  * whole one; 0 if not (no such section, not an ELF file libelf reads, or not
@@ -410,9 +439,7 @@ static int run_help(const char *qemu, char *out, size_t n, int *status, char *er
  */
 static int read_mark(const char *qemu, struct sluice_qemu_mark *m, char *err, size_t errn)
 {
-    Elf_Scn *scn = NULL;
-    size_t shstrndx;
-    int fd, found = 0;
+    int fd, found;
     Elf *e;
 
     if (libelf_ready(err, errn)) {
@@ -423,23 +450,7 @@ static int read_mark(const char *qemu, struct sluice_qemu_mark *m, char *err, si
         return 0;
     }
     e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-    while (e && elf_getshdrstrndx(e, &shstrndx) == 0 && (scn = elf_nextscn(e, scn))) {
-        GElf_Shdr sh;
-        const char *name;
-        Elf_Data *d;
-
-        if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(e, shstrndx, sh.sh_name)) ||
-            strcmp(name, SLUICE_QEMU_MARK_SECTION) != 0) {
-            continue;
-        }
-        d = elf_getdata(scn, NULL);
-        if (d && d->d_buf && d->d_size == sizeof(*m)) {
-            memcpy(m, d->d_buf, sizeof(*m));
-            found = memcmp(m->magic, SLUICE_QEMU_MARK_MAGIC, sizeof(m->magic)) == 0 &&
-                    memchr(m->interp_prefix, '\0', sizeof(m->interp_prefix));
-        }
-        break;
-    }
+    found = e ? mark_in(e, m) : 0;
     elf_end(e);
     close(fd);
     return found;
