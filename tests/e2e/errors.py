@@ -239,14 +239,12 @@ def fake_qemu_dir(tmp, name, script):
 
 def marked_qemu_dir(args, tmp, name, abi=None):
     """A copy of marked-qemu as qemu-x86_64, its mark's ABI word made @p abi if given."""
-    d = os.path.join(tmp, name)
-    os.makedirs(os.path.join(d, "bin"), exist_ok=True)
     with open(os.path.join(args.guests, "marked-qemu"), "rb") as f:
         data = bytearray(f.read())
     if abi is not None:
         at = data.index(b"sluiceQ\0") + 8
         data[at:at + 4] = struct.pack("<I", abi)
-    return d, write_exe(os.path.join(d, "bin", "qemu-x86_64"), bytes(data))
+    return fake_qemu_dir(tmp, name, bytes(data))
 
 
 def jitter_abi():
