@@ -346,11 +346,46 @@ pid_t launch_spawn(const char *qemu, const char *jitter_arg, const char *prog, c
     return pid;
 }
 
+/*
+ * Remove the control socket files of process @p pid (ended, not yet reaped:
+ * no other process can have its pid) from both places a jitter may have
+ * made them (sluice_ctl_dir()). A jitter removes its own when QEMU exits;
+ * one killed (a fuzzer's timeout, SIGKILL) cannot, and a campaign of such
+ * runs would fill the directory that `sluice ls` reads with dead sockets.
+ */
+static void forget_socket(pid_t pid)
+{
+    char dir[108], path[112];
+    struct stat st;
+
+    for (int xdg = 1; xdg >= 0; xdg--) {
+        if (sluice_ctl_dir(dir, sizeof(dir), xdg) < 0 ||
+            sluice_ctl_socket_path(path, sizeof(path) - 4, dir, (uint32_t)pid) < 0) {
+            continue;
+        }
+        if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+            (void)unlink(path);
+        }
+        strcat(path, ".new"); /* bound, not yet renamed: killed in between */
+        if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+            (void)unlink(path);
+        }
+    }
+}
+
 int launch_wait(pid_t pid, struct rusage *usage)
 {
     struct rusage unused;
+    siginfo_t ended;
     int status;
 
+    /* Its end first, unreaped (WNOWAIT): its pid stays taken while its socket goes. */
+    while (waitid(P_PID, (id_t)pid, &ended, WEXITED | WNOWAIT) < 0) {
+        if (errno != EINTR) {
+            return -1;
+        }
+    }
+    forget_socket(pid);
     while (wait4(pid, &status, 0, usage ? usage : &unused) < 0) {
         if (errno != EINTR) {
             return -1;

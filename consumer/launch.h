@@ -68,7 +68,9 @@ pid_t launch_spawn(const char *qemu, const char *jitter_arg, const char *prog, c
                    int consumer_fd, char *err, size_t errn);
 
 /**
- * Wait for @p pid (retrying on EINTR).
+ * Wait for @p pid (retrying on EINTR), then, before reaping it, remove
+ * the control socket files it left with its pid (a QEMU killed by a
+ * signal cannot remove its own).
  * @param[out] usage if not NULL, its resource use (wait4), children it reaped included
  * @return its wait status, or -1.
  */

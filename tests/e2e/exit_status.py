@@ -8,7 +8,8 @@ the descriptor open() returns; `sluice run` must end with the same status
 (the same signal, re-raised) and the same stdout as the guest run directly
 under qemu-<arch>. SIGTERM and SIGINT sent to sluice must reach the guest,
 and the report of what ran must still be written; a SIGTERM during
---wait-attach kills sluice as it kills QEMU. Then sluice's own usage
+--wait-attach kills sluice as it kills QEMU. A QEMU killed by SIGKILL
+leaves no control socket file behind (sluice removes it). Then sluice's own usage
 errors: a program that is not an ELF file of a supported machine (a 32-bit
 ARM ELF, a text file) and a missing program must exit 2 with exactly one
 line on stderr.
@@ -105,6 +106,66 @@ def signal_while_waiting(args, tmp):
     return good
 
 
+def socket_files(pid):
+    """The control socket files of process @p pid in both places a jitter makes them."""
+    dirs = ["/tmp/sluice-%d" % os.getuid()]
+    if os.environ.get("XDG_RUNTIME_DIR", "").startswith("/"):
+        dirs.append(os.path.join(os.environ["XDG_RUNTIME_DIR"], "sluice"))
+    return [p for d in dirs for p in (os.path.join(d, "%d.sock" % pid),
+                                      os.path.join(d, "%d.sock.new" % pid))
+            if os.path.lexists(p)]
+
+
+def no_socket_left(args, tmp):
+    """A QEMU killed by SIGKILL (the guest's own raise(SIGKILL), or a fuzzer's timeout sent
+    to QEMU) cannot remove its control socket; `sluice run`, its parent, must (they piled up
+    in the directory `sluice ls` reads, one per killed run)."""
+    ok = True
+    prog = os.path.join(args.guests, "exitcode-x86_64")
+    out = os.path.join(tmp, "kill.json")
+    rc, _, err = common.run(common.cmd_sluice(args.sluice, "stats", out, prog, ["kill"],
+                                              extra=["--json"]))
+    try:
+        with open(out) as f:
+            pid = json.load(f)["threads"][0]["pid"]
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        print("raise(SIGKILL): no report with the guest's pid (%s); stderr %r" % (e, err[-300:]))
+        return False
+    left = socket_files(pid)
+    print("raise(SIGKILL): sluice %s, socket files left: %s%s" % (
+        describe(rc), left or "none", " FAILED" if left else ""))
+    ok = ok and not left
+
+    cmd = common.cmd_sluice(args.sluice, "stats", os.path.join(tmp, "killed.txt"), "/bin/sh",
+                            ["-c", "while :; do :; done"])
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env=common.guest_env(sluice=True), start_new_session=True)
+    qemu, t0 = None, time.time()
+    while qemu is None and time.time() - t0 < 30:  # QEMU: sluice's child, listening
+        time.sleep(0.2)
+        try:
+            with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+                kids = [int(k) for k in f.read().split()]
+        except OSError:
+            kids = []
+        qemu = next((k for k in kids if socket_files(k)), None)
+    if qemu is None:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        print("SIGKILL to QEMU: no listening QEMU under sluice within 30 s FAILED")
+        return False
+    os.kill(qemu, signal.SIGKILL)
+    try:
+        p.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    left = socket_files(qemu)
+    print("SIGKILL to QEMU: sluice %s, socket files left: %s%s" % (
+        describe(p.returncode), left or "none", " FAILED" if left else ""))
+    return ok and not left
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sluice", required=True)
@@ -151,6 +212,7 @@ def main():
         for sig in (signal.SIGTERM, signal.SIGINT):
             ok = signal_reaches_guest(args, tmp, sig) and ok
         ok = signal_while_waiting(args, tmp) and ok
+        ok = no_socket_left(args, tmp) and ok
     if not ok:
         common.fail("exit: sluice does not end like its guest")
     print("exit: all ok")
