@@ -219,24 +219,6 @@ void launch_ignore_sigpipe(void)
     sigaction(SIGXFSZ, &ign, &first_xfsz);
 }
 
-/*
- * Grow the descriptor table to where the jitter will put its descriptors
- * (ctl.h, sluice_fds_top()) while this process has one thread: in QEMU,
- * which has threads by then, the first such descriptor waited 17 to 28 ms
- * for an RCU grace period (the kernel's expand_fdtable). The table keeps
- * its size across execve.
- */
-static void grow_fd_table(int fd)
-{
-    long top = sluice_fds_top();
-    int high;
-
-    high = top > 3 ? fcntl(fd, F_DUPFD, (int)top - 1) : -1;
-    if (high >= 0) {
-        close(high);
-    }
-}
-
 static void child(const char *qemu, const char *jitter, const char *prog, char *const args[],
                   int consumer_fd, const struct sigaction *old_int,
                   const struct sigaction *old_quit)
@@ -251,7 +233,6 @@ static void child(const char *qemu, const char *jitter, const char *prog, char *
     sigaction(SIGXFSZ, &first_xfsz, NULL);
     /* The one descriptor QEMU must inherit; all of ours are close-on-exec. */
     fcntl(consumer_fd, F_SETFD, flags & ~FD_CLOEXEC);
-    grow_fd_table(consumer_fd);
     hide_sluice_env();
     while (args[n]) {
         n++;

@@ -16,10 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sluice/ctl.h"
+#include "sluice/jitter_abi.h"
 
 /*
- * Descriptors go below sluice_fds_top() (ctl.h), whatever RLIMIT_NOFILE
+ * Descriptors go below sluice_fds_top() (jitter_abi.h), whatever RLIMIT_NOFILE
  * says: a descriptor near a limit of 2^20 would make the kernel grow the
  * process's descriptor table to that size (and copy it at every fork).
  */

@@ -58,7 +58,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 /**
@@ -180,29 +179,6 @@ static inline int sluice_ctl_socket_path(char *buf, size_t size, const char *dir
 
 /** Environment variable of the `sluice` command: SLUICE_OPT_ENCODING's value. */
 #define SLUICE_ENCODING_ENV "SLUICE_ENCODING"
-
-/**
- * The jitter keeps its descriptors just below min(RLIMIT_NOFILE's soft
- * limit, SLUICE_FDS_TOP), out of the guest's low numbers. A launcher may
- * grow the descriptor table that far before it execs QEMU, while it has
- * one thread: growing the table of a process with threads (QEMU has its
- * RCU thread before the jitter loads) waits for an RCU grace period.
- */
-#define SLUICE_FDS_TOP 4096
-
-/**
- * One past the highest number the jitter puts a descriptor at:
- * min(RLIMIT_NOFILE's soft limit, SLUICE_FDS_TOP). Any thread.
- */
-static inline long sluice_fds_top(void)
-{
-    struct rlimit rl;
-
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)SLUICE_FDS_TOP) {
-        return (long)rl.rlim_cur;
-    }
-    return SLUICE_FDS_TOP;
-}
 
 /** Environment variable of the `sluice` command: ring data bytes per guest thread. */
 #define SLUICE_RING_BYTES_ENV "SLUICE_RING_BYTES"

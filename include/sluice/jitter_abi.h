@@ -62,6 +62,7 @@
 #define SLUICE_JITTER_ABI_H
 
 #include <stdint.h>
+#include <sys/resource.h>
 
 #define SLUICE_JITTER_ABI_VERSION 13u
 
@@ -413,5 +414,30 @@ struct sluice_qemu_mark {
     char interp_prefix[244]; /**< QEMU_LD_PREFIX's default (QEMU's CONFIG_QEMU_INTERP_PREFIX),
                                   NUL-terminated */
 };
+
+/**
+ * The jitter keeps its descriptors just below min(RLIMIT_NOFILE's soft
+ * limit, SLUICE_FDS_TOP), out of the guest's low numbers. A launcher may
+ * grow the descriptor table that far before it execs QEMU, while it has
+ * one thread: growing the table of a process with threads (QEMU has its
+ * RCU thread before the jitter loads) waits for an RCU grace period. A
+ * patched QEMU grows it in a constructor that runs before its RCU thread
+ * starts (linux-user/sluice.c sluice_grow_fd_table).
+ */
+#define SLUICE_FDS_TOP 4096
+
+/**
+ * One past the highest number the jitter puts a descriptor at:
+ * min(RLIMIT_NOFILE's soft limit, SLUICE_FDS_TOP). Any thread.
+ */
+static inline long sluice_fds_top(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)SLUICE_FDS_TOP) {
+        return (long)rl.rlim_cur;
+    }
+    return SLUICE_FDS_TOP;
+}
 
 #endif /* SLUICE_JITTER_ABI_H */
