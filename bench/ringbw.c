@@ -11,14 +11,18 @@
  * gives the space back. Also measured: one core reading a buffer much
  * larger than the caches, and writing one (memset), for scale; and the
  * floor of a per-event callback API: one core calling a function through
- * a pointer once per PC of a 512-PC block (pcsum's fold, h = h*K + pc, and
- * a plain count), as the consumer's `exec` path does at the least.
+ * a pointer once per PC of a 512-PC block (pcsum's fold, h = h*K + pc, a
+ * plain count, an empty function), as the consumer's `exec` path does at
+ * the least; and for scale the same fold called directly (compiled in) and
+ * written in the loop with no call.
  *
  * Usage: ringbw [GIB] (default 4 GiB streamed). Output, one line each:
  *   ring <ring bytes> <GB/s> <G words/s>
  *   read <GB/s>
  *   memset <GB/s>
- *   call fold|count <G calls/s>
+ *   call fold|count|empty <G calls/s>
+ *   direct fold <G calls/s>
+ *   inline fold <G pcs/s>
  * Never run it beside other measurements: it keeps both cores busy.
  */
 #include <pthread.h>
@@ -129,6 +133,53 @@ __attribute__((noinline)) static int call_count(void *user, const void *t, uint6
     return 0;
 }
 
+__attribute__((noinline)) static int call_empty(void *user, const void *t, uint64_t pc, void *item)
+{
+    (void)user, (void)t, (void)item, (void)pc;
+    __asm__ volatile("");
+    return 0;
+}
+
+/* G calls/s of call_fold called directly (its address known where it is called), 2^30 calls. */
+static double direct_rate(void)
+{
+    uint64_t pcs[512];
+    double t;
+
+    for (unsigned i = 0; i < 512; i++) {
+        pcs[i] = 0x400000 + 4 * i;
+    }
+    t = now();
+    for (unsigned r = 0; r < (1u << 21); r++) {
+        for (unsigned i = 0; i < 512; i++) {
+            call_fold(NULL, NULL, pcs[i], NULL);
+        }
+    }
+    t = now() - t;
+    return (double)(1u << 30) / t / 1e9;
+}
+
+/* G pcs/s of pcsum's fold written in the loop (no call), 2^30 pcs. */
+static double inline_rate(void)
+{
+    uint64_t pcs[512], h = 0;
+    double t;
+
+    for (unsigned i = 0; i < 512; i++) {
+        pcs[i] = 0x400000 + 4 * i;
+    }
+    t = now();
+    for (unsigned r = 0; r < (1u << 21); r++) {
+        for (unsigned i = 0; i < 512; i++) {
+            __asm__ volatile("" : : "r"(pcs[i])); /* one pc at a time, as a callback sees them */
+            h = h * 0x100000001b3ull + pcs[i];
+        }
+    }
+    t = now() - t;
+    call_h += h;
+    return (double)(1u << 30) / t / 1e9;
+}
+
 /* G calls/s of @p fn (through a pointer the compiler cannot see through), 2^30 calls. */
 static double call_rate(int (*volatile fn)(void *, const void *, uint64_t, void *))
 {
@@ -190,5 +241,8 @@ int main(int argc, char **argv)
     free(buf);
     printf("call fold %.3f\n", call_rate(call_fold));
     printf("call count %.3f\n", call_rate(call_count));
+    printf("call empty %.3f\n", call_rate(call_empty));
+    printf("direct fold %.3f\n", direct_rate());
+    printf("inline fold %.3f\n", inline_rate());
     return sum == 42; /* keep the read loop */
 }
