@@ -691,6 +691,13 @@ static void receive_rings(struct sluice_session *s)
         if (m.type == SLUICE_CTL_REFUSED) {
             drop_notice(s, &m);
         }
+        if (m.type == SLUICE_CTL_ABORT) {
+            /* Its rings end as a killed process's; the others' trace goes on. */
+            session_error(s, -ECANCELED,
+                          "pid %u was ended by the jitter, which does not run a thread "
+                          "untraced: %.*s",
+                          m.pid, (int)sizeof(m.error) - 1, m.error);
+        }
         if (m.type == SLUICE_CTL_RING && fd >= 0) {
             add_ring(s, &m, fd);
         } else if (fd >= 0) {

@@ -306,6 +306,27 @@ void ctl_announce(struct ring *r)
     pthread_mutex_unlock(&reg.lock);
 }
 
+void ctl_abort(uint32_t tid, const char *why, int forked_child)
+{
+    struct sluice_ctl_msg m = {.type = SLUICE_CTL_ABORT, .version = SLUICE_CTL_VERSION};
+    time_t until = now_s() + SEND_SECONDS;
+
+    m.pid = (uint32_t)getpid();
+    m.tid = tid;
+    snprintf(m.arch, sizeof(m.arch), "%s", reg.arch);
+    snprintf(m.error, sizeof(m.error), "%s", why);
+    if (forked_child) {
+        pthread_mutex_init(&reg.lock, NULL); /* held across fork (ctl_fork_prepare) */
+    }
+    pthread_mutex_lock(&reg.lock);
+    for (unsigned i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
+        if (reg.c[i].state == LIVE) {
+            (void)send_to(i, &m, PASS_NONE, until);
+        }
+    }
+    pthread_mutex_unlock(&reg.lock);
+}
+
 /* Release slot @p i (its descriptor closed); caller holds reg.lock. */
 static void release(unsigned i)
 {

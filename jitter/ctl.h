@@ -52,6 +52,17 @@ int ctl_drop(unsigned i, const char *why);
  */
 void ctl_announce(struct ring *r);
 
+/**
+ * Tell every attached consumer that this process ends now because thread
+ * @p tid could not be traced (ABORT, sluice/ctl.h), saying @p why; the
+ * caller then ends the process. Waits for a full socket a few seconds at
+ * most. vCPU, under the ring-list lock.
+ * @param forked_child 1 in a forked child before ctl_fork_child() (the
+ *        parent's connections are the child's too; the lock the parent held
+ *        across fork is made anew), else 0
+ */
+void ctl_abort(uint32_t tid, const char *why, int forked_child);
+
 /** Around fork(2), after the ring-list lock: hold the registry still. */
 void ctl_fork_prepare(void);
 /** Parent after fork(2). */

@@ -208,12 +208,16 @@ static void j_thread_start(struct sluice_thread_slot *slot, uint32_t tid)
     if (!r) {
         /* No ring means records would go nowhere: refuse to run untraced silently. */
         int err = errno;
+        char why[96];
 
-        fprintf(stderr, "sluice-jitter: cannot create the trace ring of thread %u: %s%s\n", tid,
-                strerror(err),
-                err == EFBIG ? " (the rings share one file: raise the file size limit, ulimit -f,"
-                               " or make them smaller, ring_bytes=)"
+        snprintf(why, sizeof(why), "cannot create the trace ring of thread %u: %s", tid,
+                 strerror(err));
+        fprintf(stderr, "sluice-jitter: %s%s\n", why,
+                err == EFBIG ? " (the rings share one file, which the file size limit leaves no"
+                               " room to grow: ulimit -f, or the guest's own setrlimit; ring_bytes="
+                               " makes rings smaller)"
                              : "");
+        ctl_abort(tid, why, 0);
         exit(1);
     }
     r->next = J.rings;
@@ -384,8 +388,12 @@ static void j_fork_end(int child, struct sluice_thread_slot *slot, uint32_t tid)
         err = blocks_after_fork_child();
     }
     if (err < 0) {
-        fprintf(stderr, "sluice-jitter: cannot create the ring arena of child %u: %s\n", tid,
-                strerror(-err));
+        char why[96];
+
+        snprintf(why, sizeof(why), "cannot create the ring arena of forked child %u: %s", tid,
+                 strerror(-err));
+        fprintf(stderr, "sluice-jitter: %s\n", why);
+        ctl_abort(tid, why, 1);
         exit(1);
     }
     ctl_fork_child();

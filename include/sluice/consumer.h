@@ -460,8 +460,10 @@ int sluice_process__list(struct sluice_process_info *out, size_t max);
  *         or a ring was malformed (that ring is then skipped to its end, the
  *         others are still drained), or a trace file is damaged or cut short;
  *         -errno from a failed socket, mmap or thread call, or from writing
- *         or reading a trace file; -EINVAL if called twice.
- *         sluice_session__error() says more.
+ *         or reading a trace file; -ECANCELED if the jitter ended a guest
+ *         process because it could not trace one of its threads (no ring:
+ *         out of memory, say; the other processes' trace is whole); -EINVAL
+ *         if called twice. sluice_session__error() says more.
  */
 int sluice_session__run(struct sluice_session *s);
 

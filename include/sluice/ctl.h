@@ -77,6 +77,10 @@ enum sluice_ctl_type {
                                socket ends) */
     SLUICE_CTL_QUERY = 5,   /**< consumer -> jitter: describe the process, do not attach */
     SLUICE_CTL_INFO = 6,    /**< jitter -> consumer, the answer to QUERY */
+    SLUICE_CTL_ABORT = 7,   /**< jitter -> consumer: process `pid` ends now, ended by the
+                               jitter, which could not trace its thread `tid` and does not
+                               run a thread untraced; `error` says why. Its rings end as a
+                               killed process's do. (Consumers of version 4 ignore it.) */
 };
 
 /** Every control message is exactly this struct (fixed size datagram). */
@@ -90,7 +94,7 @@ struct sluice_ctl_msg {
     uint64_t ring_bytes;         /**< RING: data area size in bytes (power of two) */
     uint64_t offset;             /**< RING: file offset of the ring's header in the arena memfd */
     char arch[16];               /**< QEMU target name (WELCOME, RING) */
-    char error[96];              /**< REFUSED: reason, NUL-terminated */
+    char error[96];              /**< REFUSED, ABORT: reason, NUL-terminated */
     char comm[16];               /**< INFO: guest program name, NUL-terminated */
     uint32_t threads;            /**< INFO: live guest threads (rings) of the process */
     uint32_t consumers;          /**< INFO: consumers attached */
