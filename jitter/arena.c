@@ -17,10 +17,20 @@
 /* Released ranges kept for reuse; past this many, one is forgotten (the file grows instead). */
 #define ARENA_FREE_MAX 256
 
+/*
+ * The file's size, set when it is made: memfd pages exist only once written,
+ * so the rest costs nothing, and rings are then carved from it without
+ * growing the file. A guest that lowers its own file size limit
+ * (setrlimit(RLIMIT_FSIZE)) and then starts threads still gets their rings.
+ * Under a lower limit from the start (ulimit -f) the file grows ring by ring.
+ */
+#define ARENA_RESERVE (1ull << 40)
+
 static struct {
     int fd;        /* the memfd (registered with fds.c), -1 if none */
     int ro_fd;     /* the same file opened read-only, for consumers (registered), -1 if none */
     uint64_t size; /* file bytes handed out so far */
+    uint64_t cap;  /* the file's size: ARENA_RESERVE if it could be set at open, else size */
     /* Ranges given back (arena_release), reused by an arena_alloc of the same
      * size: threads that come and go keep the file as long as the most that
      * lived at once, under a file size limit (ulimit -f) too. */
@@ -28,7 +38,7 @@ static struct {
     struct {
         uint64_t offset, bytes;
     } free[ARENA_FREE_MAX];
-} arena = {-1, -1, 0, 0, {{0, 0}}};
+} arena = {-1, -1, 0, 0, 0, {{0, 0}}};
 
 /* A read-only descriptor of memfd @p fd (its /proc name opened O_RDONLY), or -errno. */
 static int open_read_only(int fd)
@@ -66,6 +76,9 @@ int arena_open(void)
     }
     arena.size = 0;
     arena.n_free = 0;
+    fds_lock();
+    arena.cap = fds_grow(arena.fd, ARENA_RESERVE) == 0 ? ARENA_RESERVE : 0;
+    fds_unlock();
     return 0;
 }
 
@@ -81,6 +94,7 @@ void arena_forget(void)
         *fd[i] = -1;
     }
     arena.size = 0;
+    arena.cap = 0;
     arena.n_free = 0;
 }
 
@@ -105,11 +119,14 @@ int arena_alloc(uint64_t bytes, uint64_t *offset)
             return 0;
         }
     }
-    fds_lock();
-    err = fds_grow(arena.fd, arena.size + bytes);
-    fds_unlock();
-    if (err) {
-        return err;
+    if (arena.size + bytes > arena.cap) {
+        fds_lock();
+        err = fds_grow(arena.fd, arena.size + bytes);
+        fds_unlock();
+        if (err) {
+            return err;
+        }
+        arena.cap = arena.size + bytes;
     }
     *offset = arena.size;
     arena.size += bytes;

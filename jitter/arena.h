@@ -4,9 +4,11 @@
  *
  * One descriptor for all rings, whatever the thread count (a descriptor per
  * thread ran the guest out of them at about a thousand threads). Rings are
- * laid end to end at offsets arena_alloc() hands out; the file grows and
- * never shrinks, but the data of a ring nobody reads any more is given back
- * to the kernel and its range reused (arena_release()).
+ * laid end to end at offsets arena_alloc() hands out; the file is made
+ * large and sparse (it grows further only under a file size limit set
+ * before QEMU started) and never shrinks, but the data of a ring nobody
+ * reads any more is given back to the kernel and its range reused
+ * (arena_release()).
  *
  * Threads: arena_alloc/arena_release under the jitter's ring-list lock (or
  * exclusive); arena_fd() anywhere, under fds_lock() if the number is passed

@@ -477,6 +477,39 @@ def case_forkthreads(c):
     c.traced("forkthreads", ["forkthreads", "1000"], each=1000, show_out=True)
 
 
+def case_lowerfsize(c):
+    # A guest lowers its own file size limit (setrlimit(RLIMIT_FSIZE) to 1 MiB), then starts
+    # threads and forks. Its threads must be traced: the ring arena's size is set when it is
+    # made (before, the first new ring died "File too large" and the jitter ended the guest,
+    # which sluice blamed on a kill or an execve). Its forked child cannot get an arena of its
+    # own: the jitter ends it, and sluice must say so and exit 1 (a child ended so, of a
+    # parent that does not look, was a silent exit 0 with lost 0).
+    n = 1000
+    rc0, out0, _ = c.plain(["lowerfsize", c.path("lowerfsize.plain"), str(n)])
+    ctr_file, dump = c.path("lowerfsize.ctr"), c.path("lowerfsize.dump")
+    rc, out, err = c.sluice("dump", dump, ["lowerfsize", ctr_file, str(n)])
+    problems = []
+    if rc0 != 0 or out0 != b"child: exit 0\n":
+        problems.append("untraced: %s, stdout %r" % (describe(rc0), out0))
+    if rc != 1 or not re.search(rb"sluice: trace: pid \d+ was ended by the jitter.*forked child",
+                                err):
+        problems.append("sluice %s, stderr %r (want exit 1 and a line saying the jitter ended "
+                        "the child)" % (describe(rc), err[-400:]))
+    figures = describe(rc)
+    if not os.path.exists(ctr_file):
+        problems.append("no counters file (the guest did not start?)")
+    else:
+        ctr = Counters(ctr_file)
+        p, figures = compare(ctr, dump)
+        problems += p
+        if ctr.values[:4] != [n] * 4:
+            problems.append("the guest's threads' counters are not %d each: %s"
+                            % (n, ctr.values[:4]))
+    c.report("lowerfsize", problems, "%s; stdout %r" % (figures, out.decode(errors="replace")
+                                                        .strip()))
+    c.done("lowerfsize")
+
+
 def case_threads(c):
     big = c.arch in ("x86_64", "aarch64")
     for n, limit, env in ((4096, 1024, {"SLUICE_RING_BYTES": "262144"}), (200, 64, {})):
@@ -1072,7 +1105,7 @@ def case_maps(c):
 
 
 CASES = {"exec": case_exec, "exit": case_exit, "kill": case_kill, "closefds": case_closefds,
-         "forkthreads": case_forkthreads,
+         "forkthreads": case_forkthreads, "lowerfsize": case_lowerfsize,
          "threads": case_threads, "churn": case_churn, "environ": case_environ,
          "bytes": case_bytes, "fsize": case_fsize, "retry": case_retry,
          "helpers": case_helpers, "cas": case_cas, "maps": case_maps}

@@ -29,6 +29,9 @@
  *                     child bumps N times, starts a thread that bumps N times, joins it
  *                     and exits 0; the parent prints the child's status, ends its threads
  *                     and exits 0 if the child did (QEMU with plugins aborted that child)
+ *   lowerfsize N      setrlimit(RLIMIT_FSIZE) to 1 MiB, then 4 threads bump N times each;
+ *                     then a forked child bumps N times; the parent prints the child's
+ *                     status and exits 0 whatever it is (a parent that does not look)
  *   churn N [S [K [P]]]  N threads one after another (P at a time, default 1, at
  *                     most 16), each bumps its counter K times (default 100); then it
  *                     prints (flushed) and sleeps S seconds (default 0)
@@ -80,6 +83,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/shm.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -338,6 +342,39 @@ static int mode_forkthreads(void)
         pthread_join(t[i], NULL);
     }
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
+static int mode_lowerfsize(void)
+{
+    struct rlimit lim = {1 << 20, 1 << 20};
+    pthread_t t[4];
+    int status;
+    pid_t child;
+
+    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) {
+        die("setrlimit");
+    }
+    for (unsigned i = 0; i < 4; i++) {
+        start(&t[i], bump_rounds, (void *)counter(i));
+    }
+    for (unsigned i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+    }
+    fflush(stdout); /* the child's exit must not write the parent's buffer again */
+    child = fork();
+    if (child < 0) {
+        die("fork");
+    }
+    if (child == 0) {
+        bump_rounds((void *)counter(4));
+        _exit(0);
+    }
+    if (waitpid(child, &status, 0) != child) {
+        die("waitpid");
+    }
+    printf("child: %s %d\n", WIFSIGNALED(status) ? "signal" : "exit",
+           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    return 0;
 }
 
 static int mode_closefds(void)
@@ -1120,6 +1157,9 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "forkthreads") == 0) {
         map_counters(argv[2], 5);
         return mode_forkthreads();
+    } else if (strcmp(mode, "lowerfsize") == 0) {
+        map_counters(argv[2], 5);
+        return mode_lowerfsize();
     } else if (strcmp(mode, "threads") == 0) {
         map_counters(argv[2], (unsigned)n);
         return mode_threads((unsigned)n);
