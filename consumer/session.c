@@ -50,13 +50,24 @@ int session_error(struct sluice_session *s, int code, const char *fmt, ...)
 {
     va_list ap;
 
+    char msg[sizeof(s->err)];
+    int seen;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
     pthread_mutex_lock(&s->err_lock);
+    seen = s->n_errors > 0 && strcmp(msg, s->err) == 0;
+    for (size_t i = 0; !seen && i + 1 < s->n_errors && i < SESSION_MORE_ERRORS; i++) {
+        seen = strcmp(msg, s->more_err[i]) == 0;
+    }
     if (s->err_code == 0) {
         s->err_code = code;
-        va_start(ap, fmt);
-        vsnprintf(s->err, sizeof(s->err), fmt, ap);
-        va_end(ap);
+        memcpy(s->err, msg, sizeof(msg));
+    } else if (!seen && s->n_errors - 1 < SESSION_MORE_ERRORS) {
+        memcpy(s->more_err[s->n_errors - 1], msg, sizeof(msg));
     }
+    s->n_errors += !seen;
     pthread_mutex_unlock(&s->err_lock);
     return code;
 }
@@ -656,6 +667,16 @@ uint32_t sluice_session__once_before(const struct sluice_session *s)
 const char *sluice_session__error(const struct sluice_session *s)
 {
     return s->err;
+}
+
+size_t sluice_session__errors(const struct sluice_session *s, const char **msgs, size_t max)
+{
+    size_t kept = s->n_errors < 1 + SESSION_MORE_ERRORS ? s->n_errors : 1 + SESSION_MORE_ERRORS;
+
+    for (size_t i = 0; i < kept && i < max; i++) {
+        msgs[i] = i == 0 ? s->err : s->more_err[i - 1];
+    }
+    return s->n_errors;
 }
 
 void sluice_session__free(struct sluice_session *s)

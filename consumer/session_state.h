@@ -81,6 +81,9 @@ static inline int session_file_cmp(const void *a, const void *b)
 }
 
 /** A session (sluice/consumer.h). */
+/* Errors a session keeps after its first (sluice_session__errors()). */
+#define SESSION_MORE_ERRORS 15
+
 struct sluice_session {
     int fd;
     struct sluice_callbacks cb;
@@ -117,6 +120,10 @@ struct sluice_session {
     unsigned readers_live; /* changed under rings_lock, atomically: progress() reads it */
     int err_code;          /* first error, negative errno */
     char err[512];
+    /* The errors after the first, distinct ones, as they came (a damaged
+     * trace file can stop several threads, each for its own reason). */
+    char more_err[SESSION_MORE_ERRORS][512];
+    size_t n_errors;   /* every distinct error so far, the first included */
     char drop_why[96]; /* under err_lock: why the jitter said it dropped us, or "" */
     int welcomed;      /* the jitter's WELCOME was read (sluice_session__welcomed()) */
     /* Control thread: the first ring refused for a header that is not its

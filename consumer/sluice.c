@@ -520,6 +520,24 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
     return pid;
 }
 
+/* Every error of session @p s, one line each after @p prefix: each thread a
+ * damaged trace file stopped, say, is named, not only the first. */
+static void say_errors(const char *prefix, const struct sluice_session *s)
+{
+    const char *msgs[16];
+    size_t n = sluice_session__errors(s, msgs, 16);
+
+    if (n == 0) {
+        fprintf(stderr, "%s%s\n", prefix, sluice_session__error(s));
+    }
+    for (size_t i = 0; i < n && i < 16; i++) {
+        fprintf(stderr, "%s%s\n", prefix, msgs[i]);
+    }
+    if (n > 16) {
+        fprintf(stderr, "%s%zu more errors\n", prefix, n - 16);
+    }
+}
+
 /* Say so when the guest did not end by itself: the report covers what ran until then. */
 static void report_unclosed(FILE *out, const struct sluice_session *s, int status)
 {
@@ -704,7 +722,7 @@ static int cmd_run(int argc, char **argv)
     failed = run_traced(s, status_line_ok(&env) && !isatty(STDOUT_FILENO), &t0);
     started = sluice_session__counts(s, &unused, NULL, NULL, 0) > 0;
     if (failed && started) {
-        fprintf(stderr, "sluice: trace: %s\n", sluice_session__error(s));
+        say_errors("sluice: trace: ", s);
     }
     status = launch_wait(pid, &env.qemu_usage);
     env.qemu_known = 1;
@@ -847,7 +865,7 @@ static int cmd_attach(int argc, char **argv)
         return 2;
     }
     if (failed) {
-        fprintf(stderr, "sluice: trace: %s\n", sluice_session__error(attached));
+        say_errors("sluice: trace: ", attached);
     }
     failed |= a.tool->report(&env, attached, now() - t0) != 0;
     if (sluice_session__once_before(attached)) {
@@ -922,7 +940,7 @@ static int cmd_report(int argc, char **argv)
         return 2;
     }
     if (failed) {
-        fprintf(stderr, "sluice: report: %s\n", sluice_session__error(attached));
+        say_errors("sluice: report: ", attached);
     }
     failed |= a.tool->report(&env, attached, now() - t0) != 0;
     report_unclosed(notes_out(&a, &env), attached, -1);

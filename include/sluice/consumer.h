@@ -509,8 +509,18 @@ size_t sluice_session__counts(const struct sluice_session *s, struct sluice_coun
                               struct sluice_counts *threads, struct sluice_thread_info *infos,
                               size_t max);
 
-/** Last error message of the session, or "" (owned by the session). */
+/** First error message of the session, or "" (owned by the session). */
 const char *sluice_session__error(const struct sluice_session *s);
+
+/**
+ * Every distinct error message of the session in the order they came, the
+ * first (sluice_session__error()) included: a damaged trace file, say, may
+ * stop several threads, each for its own reason. The first 16 are kept.
+ * Call after sluice_session__run() returned.
+ * @param[out] msgs up to @p max messages (owned by the session)
+ * @return how many distinct errors came (may exceed @p max and 16; 0: none).
+ */
+size_t sluice_session__errors(const struct sluice_session *s, const char **msgs, size_t max);
 
 /** Free the session (after run returned, or instead of running it). NULL is ignored. */
 void sluice_session__free(struct sluice_session *s);

@@ -171,8 +171,9 @@ def damaged(args, tmp, name, trace, whole, how, edit, problems):
             problems.append("%s %s: thread %s's lines are not a prefix of the whole dump"
                             % (name, how, tid))
     lines = [l for l in err.splitlines() if l.startswith("sluice: report:")]
-    print("%s %s: exit %d, %s" % (name, how, rc, lines[0] if lines else err.strip()[-200:]))
-    return rc, (lines[0] if lines else ""), got
+    print("%s %s: exit %d, %s" % (name, how, rc, "\n  ".join(lines) if lines
+                                   else err.strip()[-200:]))
+    return rc, "\n".join(lines), got
 
 
 def check_damage(args, tmp, name, trace, whole, problems):
@@ -217,6 +218,23 @@ def check_damage(args, tmp, name, trace, whole, problems):
             problems.append("%s %s: %d exec events of the damaged thread delivered, %d come "
                             "before its chunk %d" % (name, how, got_insns, want_insns,
                                                      victim[3][0]))
+    # two: a chunk of each of two threads damaged: each is named (only the first was: the
+    # second thread was cut short in silence), and only those two threads are cut.
+    streams = sorted({f[2] for f in chunks})
+    if len(streams) >= 2:
+        pair = [next(f for f in chunks[1:] if f[2] == st) for st in streams[:2]]
+
+        def flip2(d):
+            for v in pair:
+                d[v[0] + FRAME.size + v[4] // 2] ^= 0x40
+        rc, err, got = damaged(args, tmp, name, trace, whole, "two", flip2, problems)
+        named = [l for l in err.splitlines() if "chunk %d of tid" % pair[0][3][0] in l
+                 or "chunk %d of tid" % pair[1][3][0] in l]
+        tids = [t for t in whole if t not in got or len(got[t]) != len(whole[t])]
+        if rc == 0 or len(named) != 2 or len(tids) != 2:
+            problems.append("%s two: exit %d, %r, threads cut short %r: want a non-zero exit "
+                            "and a line for each damaged chunk, and two threads cut"
+                            % (name, rc, err, tids))
     # A frame with no payload is its header alone: a bit of a RING_END's lost count, of the
     # END's result or of the FILE frame's version must be found by its crc, not believed.
     for how, typ, field, want_why in (("ringend", 5, 40, "header is damaged"),
