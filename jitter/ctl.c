@@ -75,6 +75,11 @@ static struct {
     unsigned waiting; /* socket consumers still awaited before the guest starts */
     unsigned live;    /* LIVE slots (atomic: ctl_consumers() reads it without the lock) */
     int said_uid;     /* a peer of another uid was reported once */
+    /* /dev/null, registered, or -1: given up to accept a connection when the
+     * guest holds every other descriptor (RLIMIT_NOFILE), so that peer is
+     * answered (INFO) or refused with the reason instead of left waiting;
+     * taken again when a descriptor of ours is closed. */
+    int spare_fd;
     char arch[16];
     char comm[16];
 } reg = {
@@ -82,6 +87,7 @@ static struct {
     .attached = PTHREAD_COND_INITIALIZER,
     .c = {[0 ... ENTRIES - 1] = {.fd = -1, .state = FREE}},
     .listen_fd = -1,
+    .spare_fd = -1,
 };
 
 /* What a message carries (SCM_RIGHTS). */
@@ -327,6 +333,24 @@ void ctl_abort(uint32_t tid, const char *why, int forked_child)
     pthread_mutex_unlock(&reg.lock);
 }
 
+/* Hold the spare descriptor again if it was given up and one is free; caller holds reg.lock. */
+static void keep_spare(void)
+{
+    int fd = reg.spare_fd < 0 ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
+
+    if (fd >= 0 && fds_adopt(fd, &reg.spare_fd) < 0) {
+        close(fd);
+    }
+}
+
+/* Give the spare descriptor up (its number becomes the lowest free one); reg.lock held. */
+static void give_up_spare(void)
+{
+    fds_drop(&reg.spare_fd);
+    close(reg.spare_fd);
+    reg.spare_fd = -1;
+}
+
 /* Release slot @p i (its descriptor closed); caller holds reg.lock. */
 static void release(unsigned i)
 {
@@ -336,6 +360,7 @@ static void release(unsigned i)
     fds_drop(&reg.c[i].fd);
     close(reg.c[i].fd);
     reg.c[i] = (struct consumer){.fd = -1, .state = FREE};
+    keep_spare();
 }
 
 static void refuse(int fd, const char *why)
@@ -424,7 +449,9 @@ static int welcome(unsigned i, time_t until)
     snprintf(w.arch, sizeof(w.arch), "%s", reg.arch);
     err = tails_new(i);
     if (err < 0) {
-        snprintf(why, sizeof(why), "no tail file for it (%s)", strerror(-err));
+        snprintf(why, sizeof(why), "no tail file for it (%s)",
+                 err == -EMFILE ? "the guest holds every descriptor its RLIMIT_NOFILE allows"
+                                : strerror(-err));
         fprintf(stderr, "sluice-jitter: consumer refused: %s\n", why);
         fds_lock();
         refuse(reg.c[i].fd, why);
@@ -570,6 +597,16 @@ static int accept_one(void)
     fd = reg.listen_fd >= 0 ? ctl_sock_accept(reg.listen_fd, &uid) : -1;
     err = fd < 0 ? errno : 0;
     fds_unlock();
+    if ((err == EMFILE || err == ENFILE) && reg.spare_fd >= 0) {
+        give_up_spare(); /* the guest holds the rest: answer this peer with it */
+        fds_lock();
+        fd = reg.listen_fd >= 0 ? ctl_sock_accept(reg.listen_fd, &uid) : -1;
+        err = fd < 0 ? errno : 0;
+        fds_unlock();
+        if (fd < 0) {
+            keep_spare();
+        }
+    }
     if (fd < 0) {
         pthread_mutex_unlock(&reg.lock);
         return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM ? -1 : 0;
@@ -585,9 +622,11 @@ static int accept_one(void)
         }
         refuse(fd, "another user's process");
         close(fd);
+        keep_spare();
     } else if (i == ENTRIES || fds_adopt(fd, &reg.c[i].fd) < 0) {
         refuse(fd, "too many connections have not said HELLO yet");
         close(fd);
+        keep_spare();
     } else {
         reg.c[i].state = PENDING;
         reg.c[i].via_socket = 1;
@@ -784,6 +823,7 @@ int ctl_init(const char *arch, const char *comm, int fd, int listen, unsigned wa
     }
     if (listen) {
         listen_here();
+        keep_spare();
     }
     if (reg.listen_fd < 0 && reg.waiting > 0) {
         fprintf(stderr, "sluice-jitter: wait_attach=%u needs the socket, and there is none\n",

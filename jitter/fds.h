@@ -21,8 +21,8 @@
 
 /**
  * Most descriptors the jitter holds at once: the arena (read-write and
- * read-only), the listening socket, 16 consumers and their tail files,
- * 8 pending connections, and room.
+ * read-only), the listening socket and its spare (ctl.c), 16 consumers and
+ * their tail files, 8 pending connections, and room.
  */
 #define FDS_MAX 48
 

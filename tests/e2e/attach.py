@@ -940,6 +940,38 @@ def ls_hang_ups(c, sock_dir):
           % (gone.pid, entries.get(gone.pid), alive.pid, entries.get(alive.pid)))
 
 
+def ls_fd_full(c):
+    """A guest that holds every descriptor its RLIMIT_NOFILE allows (counters fdfull, under
+    `ulimit -n 64`): `sluice ls` must list it as answering (it said 'not answering (stopped?)':
+    the jitter could not accept the connection) and `sluice attach` must be refused in one line
+    naming the limit, exit 2 (it was 'Connection reset by peer before WELCOME')."""
+    prog = os.path.join(c.args.guests, "counters-x86_64")
+    p = start(c, [c.args.sluice, "run", "-o", os.path.join(c.tmp, "fdfull.stats"), "--", prog,
+                  "fdfull", os.path.join(c.tmp, "fdfull.ctr")], "fdfull", None,
+              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+    try:
+        qemu, sock = common.traced_qemu(p.pid, common.guest_env(sluice=True))
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 20 and not slurp(p.files[0]):
+            time.sleep(0.2)
+        c.check(sock and slurp(p.files[0]).startswith(b"full after"),
+                "fdfull: no traced guest that filled its descriptors: %r" % slurp(p.files[0]))
+        if not sock:
+            return
+        c.pids.add(qemu)
+        e = ls(c, True).get(qemu, {})
+        c.check(e.get("answering", True) and e.get("threads") == 1,
+                "sluice ls --json, a guest with no descriptor free: %s" % e)
+        rc, _, err = common.run([c.args.sluice, "attach", str(qemu)], 60)
+        c.check(rc == 2 and len(err.splitlines()) == 1 and b"RLIMIT_NOFILE" in err,
+                "sluice attach, a guest with no descriptor free: exit %s, stderr %r" % (rc, err))
+        print("no descriptor free: listed as %s; attach exit %s: %s"
+              % (e, rc, err.decode(errors="replace").strip()))
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
 def case_ls(c):
     os.environ.pop("XDG_RUNTIME_DIR", None)  # common.run's sluice ls: /tmp/sluice-<uid>
     a, b = Run(c, "ls-killed", 60, None, mode=None), Run(c, "ls-exits", 12, None, mode=None)
@@ -985,6 +1017,7 @@ def case_ls(c):
                 "stderr %r" % (what, rc, err))
         print("sluice attach %d (%s): exit %s: %s" % (pid, what, rc, err.decode().strip()))
     ls_hang_ups(c, os.path.dirname(b.sock))
+    ls_fd_full(c)
     b.finish(60)
     c.check(b.pid not in ls(c, True), "sluice ls --json lists %d after it exited" % b.pid)
     print("after %d exited: not listed" % b.pid)

@@ -29,6 +29,8 @@
  *                     child bumps N times, starts a thread that bumps N times, joins it
  *                     and exits 0; the parent prints the child's status, ends its threads
  *                     and exits 0 if the child did (QEMU with plugins aborted that child)
+ *   fdfull            open /dev/null until it fails, print how many and why (flushed),
+ *                     then bump forever: a guest that holds every descriptor it may
  *   lowerfsize N      setrlimit(RLIMIT_FSIZE) to 1 MiB, then 4 threads bump N times each;
  *                     then a forked child bumps N times; the parent prints the child's
  *                     status and exits 0 whatever it is (a parent that does not look)
@@ -261,6 +263,21 @@ static int mode_wait(void)
     for (;;) {
         pause();
     }
+}
+
+static int mode_fdfull(void)
+{
+    unsigned n = 0;
+
+    while (open("/dev/null", O_RDONLY) >= 0) {
+        n++;
+    }
+    printf("full after %u (%s)\n", n, strerror(errno));
+    fflush(stdout);
+    for (;;) {
+        bump(counter(0));
+    }
+    return 0;
 }
 
 static unsigned idle_threads; /* threads done bumping (idle mode) */
@@ -1157,6 +1174,9 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "forkthreads") == 0) {
         map_counters(argv[2], 5);
         return mode_forkthreads();
+    } else if (strcmp(mode, "fdfull") == 0) {
+        map_counters(argv[2], 1);
+        return mode_fdfull();
     } else if (strcmp(mode, "lowerfsize") == 0) {
         map_counters(argv[2], 5);
         return mode_lowerfsize();
