@@ -56,19 +56,18 @@ static struct {
     int enabled;
 } B = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* Allocate and map a fresh table in the (current) arena. */
-static int table_new(void)
+/*
+ * Map the table at B.offset in the (current) arena: anywhere (@p at NULL),
+ * or in place of the mapping at @p at (MAP_FIXED). 0, or -errno.
+ */
+static int table_map(void *at)
 {
     void *p;
-    int fd, err;
+    int err;
 
-    err = arena_alloc(BLOCKS_BYTES, &B.offset);
-    if (err < 0) {
-        return err;
-    }
     fds_lock();
-    fd = arena_fd();
-    p = mmap(NULL, BLOCKS_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)B.offset);
+    p = mmap(at, BLOCKS_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | (at ? MAP_FIXED : 0),
+             arena_fd(), (off_t)B.offset);
     err = p == MAP_FAILED ? -errno : 0;
     fds_unlock();
     if (err < 0) {
@@ -86,6 +85,41 @@ static int table_new(void)
     return 0;
 }
 
+/* Allocate and map a fresh table in the (current) arena. */
+static int table_new(void)
+{
+    int err = arena_alloc(BLOCKS_BYTES, &B.offset);
+
+    return err < 0 ? err : table_map(NULL);
+}
+
+/*
+ * Copy @p bytes from @p src to the arena at @p offset (page-aligned),
+ * through a 1 MiB window mapped at a time. 0, or -errno.
+ */
+_Static_assert(SLUICE_BLOCKS_HDR_BYTES % 4096 == 0, "copy_in maps the data words at a page");
+static int copy_in(const void *src, uint64_t bytes, uint64_t offset)
+{
+    const uint64_t window = 1u << 20;
+
+    for (uint64_t at = 0; at < bytes; at += window) {
+        uint64_t n = bytes - at < window ? bytes - at : window;
+        void *w;
+        int err;
+
+        fds_lock();
+        w = mmap(NULL, window, PROT_WRITE, MAP_SHARED, arena_fd(), (off_t)(offset + at));
+        err = w == MAP_FAILED ? -errno : 0;
+        fds_unlock();
+        if (err < 0) {
+            return err;
+        }
+        memcpy(w, (const uint8_t *)src + at, n);
+        munmap(w, window);
+    }
+    return 0;
+}
+
 int blocks_open(int enabled)
 {
     int err = table_new(); /* also without blocks: it holds the module log */
@@ -98,21 +132,39 @@ int blocks_after_fork_child(void)
 {
     struct sluice_blocks_hdr *parent = B.hdr;
     const uint64_t *parent_data = B.data;
+    const uint64_t maps_at = BLOCKS_BYTES - BLOCKS_MAPS_BYTES;
     int err;
 
     pthread_mutex_init(&B.lock, NULL);
     if (!parent) {
         return 0;
     }
-    /* The parent may append meanwhile, past B.used: what we copy it never changes. */
-    err = table_new();
+    /*
+     * The parent's descriptors and log as of the fork (it may append
+     * meanwhile, past B.used and the log's fork bytes: what we copy never
+     * changes) go to the child's place in its arena through a small window;
+     * then the child's table is mapped over our view of the parent's, at
+     * the same address. Both mapped at once took a second 80 MiB, which a
+     * guest that used up its address space (mmap until ENOMEM) does not
+     * leave: the child could not be traced, and was ended.
+     */
+    err = arena_alloc(BLOCKS_BYTES, &B.offset);
+    if (err == 0) {
+        err = copy_in(parent_data, B.used * 8, B.offset + SLUICE_BLOCKS_HDR_BYTES);
+    }
+    if (err == 0) {
+        err = copy_in((const uint8_t *)parent + maps_at, maplog_fork_bytes(BLOCKS_MAPS_BYTES),
+                      B.offset + maps_at);
+    }
+    if (err == 0) {
+        err = table_map(parent);
+    }
     if (err < 0) {
+        B.hdr = NULL; /* a failed MAP_FIXED may have unmapped the parent's too */
         return err;
     }
-    memcpy(B.data, parent_data, B.used * 8);
     __atomic_store_n(&B.hdr->used_words, B.used, __ATOMIC_RELEASE);
-    maplog_after_fork_child(parent);
-    munmap(parent, BLOCKS_BYTES);
+    maplog_after_fork_child();
     return 0;
 }
 

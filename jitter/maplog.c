@@ -126,16 +126,24 @@ uint64_t maplog_position(void)
                                                       : __atomic_load_n(&M.used, __ATOMIC_RELAXED);
 }
 
-void maplog_after_fork_child(const struct sluice_blocks_hdr *parent)
+uint64_t maplog_fork_bytes(uint64_t capacity)
+{
+    /* The parent may append meanwhile, past M.used (ours is the fork's): those never change. */
+    if (M.used > capacity) {
+        M.used = 0;
+    }
+    return M.used;
+}
+
+void maplog_after_fork_child(void)
 {
     struct sluice_blocks_hdr *h = blocks_hdr();
-    /* The parent may append meanwhile, past M.used (ours is the fork's): those never change. */
+
     pthread_mutex_init(&M.lock, NULL);
-    if (!h || M.used > h->maps_capacity) {
+    if (!h) {
         M.used = 0;
         return;
     }
-    memcpy(area(h), (const uint8_t *)parent + parent->maps_offset, M.used);
     __atomic_store_n(&h->maps_used, M.used, __ATOMIC_RELEASE);
 }
 

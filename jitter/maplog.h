@@ -47,10 +47,19 @@ uint64_t maplog_mremap(uint64_t old_start, uint64_t old_len, uint64_t start, uin
 uint64_t maplog_position(void);
 
 /**
- * In a forked child, once blocks.c made the child's table: copy the
- * parent's log from @p parent (its table header, still mapped).
+ * In a forked child, before blocks.c makes the child's table: the bytes of
+ * the log this process had at the fork (the parent may have appended since:
+ * those are not the child's), or 0 if they are more than @p capacity (the
+ * child's log then starts empty).
  */
-void maplog_after_fork_child(const struct sluice_blocks_hdr *parent);
+uint64_t maplog_fork_bytes(uint64_t capacity);
+
+/**
+ * In a forked child, once blocks.c made the child's table with the
+ * maplog_fork_bytes() bytes of the parent's log copied in: they are the
+ * child's log.
+ */
+void maplog_after_fork_child(void);
 
 /** At process exit: one line on stderr if changes were not logged (the log filled up). */
 void maplog_report(void);

@@ -477,6 +477,14 @@ def case_forkthreads(c):
     c.traced("forkthreads", ["forkthreads", "1000"], each=1000, show_out=True)
 
 
+def case_fullas(c):
+    # A guest that uses up its address space (mmap PROT_NONE until ENOMEM) and then forks: its
+    # child runs untraced, and must be traced too. The jitter mapped the child's block table
+    # beside its copy of the parent's (a second 80 MiB) and, out of room, ended the child (the
+    # parent saw exit 1; sluice said nothing: exit 0, lost 0).
+    c.traced("fullas", ["fullas", "1000"], each=1000, show_out=True)
+
+
 def case_lowerfsize(c):
     # A guest lowers its own file size limit (setrlimit(RLIMIT_FSIZE) to 1 MiB), then starts
     # threads and forks. Its threads must be traced: the ring arena's size is set when it is
@@ -1105,7 +1113,7 @@ def case_maps(c):
 
 
 CASES = {"exec": case_exec, "exit": case_exit, "kill": case_kill, "closefds": case_closefds,
-         "forkthreads": case_forkthreads, "lowerfsize": case_lowerfsize,
+         "forkthreads": case_forkthreads, "lowerfsize": case_lowerfsize, "fullas": case_fullas,
          "threads": case_threads, "churn": case_churn, "environ": case_environ,
          "bytes": case_bytes, "fsize": case_fsize, "retry": case_retry,
          "helpers": case_helpers, "cas": case_cas, "maps": case_maps}

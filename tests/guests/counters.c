@@ -29,6 +29,9 @@
  *                     child bumps N times, starts a thread that bumps N times, joins it
  *                     and exits 0; the parent prints the child's status, ends its threads
  *                     and exits 0 if the child did (QEMU with plugins aborted that child)
+ *   fullas N          mmap PROT_NONE until the address space is used up but a 48 MiB hole,
+ *                     then fork: the child bumps N times, the parent N times, waits and
+ *                     prints its status
  *   fdfull            open /dev/null until it fails, print how many and why (flushed),
  *                     then bump forever: a guest that holds every descriptor it may
  *   lowerfsize N      setrlimit(RLIMIT_FSIZE) to 1 MiB, then 4 threads bump N times each;
@@ -263,6 +266,42 @@ static int mode_wait(void)
     for (;;) {
         pause();
     }
+}
+
+static int mode_fullas(void)
+{
+    size_t size = ((size_t)-1 >> 1) + 1; /* half the address space, then halves */
+    const size_t hole = 48 << 20;
+    void *kept = mmap(NULL, hole, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    int status;
+    pid_t child;
+
+    while (size >= 4096) {
+        if (mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) ==
+            MAP_FAILED) {
+            size >>= 1;
+        }
+    }
+    /* One hole left: room for QEMU's own allocations, not for two 80 MiB block tables. */
+    if (kept == MAP_FAILED || munmap(kept, hole) != 0) {
+        die("mmap");
+    }
+    fflush(stdout); /* the child's exit must not write the parent's buffer again */
+    child = fork();
+    if (child < 0) {
+        die("fork");
+    }
+    if (child == 0) {
+        bump_rounds((void *)counter(1));
+        _exit(0);
+    }
+    bump_rounds((void *)counter(0));
+    if (waitpid(child, &status, 0) != child) {
+        die("waitpid");
+    }
+    printf("child: %s %d\n", WIFSIGNALED(status) ? "signal" : "exit",
+           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    return 0;
 }
 
 static int mode_fdfull(void)
@@ -1174,6 +1213,9 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "forkthreads") == 0) {
         map_counters(argv[2], 5);
         return mode_forkthreads();
+    } else if (strcmp(mode, "fullas") == 0) {
+        map_counters(argv[2], 2);
+        return mode_fullas();
     } else if (strcmp(mode, "fdfull") == 0) {
         map_counters(argv[2], 1);
         return mode_fdfull();
