@@ -140,64 +140,52 @@ __attribute__((noinline)) static int call_empty(void *user, const void *t, uint6
     return 0;
 }
 
-/* G calls/s of call_fold called directly (its address known where it is called), 2^30 calls. */
-static double direct_rate(void)
-{
-    uint64_t pcs[512];
-    double t;
+/*
+ * G runs/s of @p body, run once per pc of a 512-pc block (pc names the pc),
+ * 2^30 runs in all. A GNU statement expression: the body is compiled in
+ * place, so a direct call or inlined code costs what it costs there.
+ */
+#define PER_PC_RATE(body)                                                                          \
+    ({                                                                                             \
+        uint64_t pcs_[512];                                                                        \
+        double t_;                                                                                 \
+        for (unsigned i_ = 0; i_ < 512; i_++) {                                                    \
+            pcs_[i_] = 0x400000 + 4 * i_;                                                          \
+        }                                                                                          \
+        t_ = now();                                                                                \
+        for (unsigned r_ = 0; r_ < (1u << 21); r_++) {                                             \
+            for (unsigned i_ = 0; i_ < 512; i_++) {                                                \
+                uint64_t pc = pcs_[i_];                                                            \
+                body;                                                                              \
+            }                                                                                      \
+        }                                                                                          \
+        (double)(1u << 30) / (now() - t_) / 1e9;                                                   \
+    })
 
-    for (unsigned i = 0; i < 512; i++) {
-        pcs[i] = 0x400000 + 4 * i;
-    }
-    t = now();
-    for (unsigned r = 0; r < (1u << 21); r++) {
-        for (unsigned i = 0; i < 512; i++) {
-            call_fold(NULL, NULL, pcs[i], NULL);
-        }
-    }
-    t = now() - t;
-    return (double)(1u << 30) / t / 1e9;
-}
-
-/* G pcs/s of pcsum's fold written in the loop (no call), 2^30 pcs. */
-static double inline_rate(void)
-{
-    uint64_t pcs[512], h = 0;
-    double t;
-
-    for (unsigned i = 0; i < 512; i++) {
-        pcs[i] = 0x400000 + 4 * i;
-    }
-    t = now();
-    for (unsigned r = 0; r < (1u << 21); r++) {
-        for (unsigned i = 0; i < 512; i++) {
-            __asm__ volatile("" : : "r"(pcs[i])); /* one pc at a time, as a callback sees them */
-            h = h * 0x100000001b3ull + pcs[i];
-        }
-    }
-    t = now() - t;
-    call_h += h;
-    return (double)(1u << 30) / t / 1e9;
-}
-
-/* G calls/s of @p fn (through a pointer the compiler cannot see through), 2^30 calls. */
+/* G calls/s of @p fn (through a pointer the compiler cannot see through). */
 static double call_rate(int (*volatile fn)(void *, const void *, uint64_t, void *))
 {
     int (*f)(void *, const void *, uint64_t, void *) = fn;
-    uint64_t pcs[512];
-    double t;
 
-    for (unsigned i = 0; i < 512; i++) {
-        pcs[i] = 0x400000 + 4 * i;
-    }
-    t = now();
-    for (unsigned r = 0; r < (1u << 21); r++) {
-        for (unsigned i = 0; i < 512; i++) {
-            f(NULL, NULL, pcs[i], NULL);
-        }
-    }
-    t = now() - t;
-    return (double)(1u << 30) / t / 1e9;
+    return PER_PC_RATE(f(NULL, NULL, pc, NULL));
+}
+
+/* G calls/s of call_fold called directly (its address known where it is called). */
+static double direct_rate(void)
+{
+    return PER_PC_RATE(call_fold(NULL, NULL, pc, NULL));
+}
+
+/* G pcs/s of pcsum's fold written in the loop (no call). */
+static double inline_rate(void)
+{
+    uint64_t h = 0;
+    double rate;
+
+    /* one pc at a time, as a callback sees them */
+    rate = PER_PC_RATE(__asm__ volatile("" : : "r"(pc)); h = h * 0x100000001b3ull + pc);
+    call_h += h;
+    return rate;
 }
 
 int main(int argc, char **argv)

@@ -199,6 +199,37 @@ static void start(pthread_t *t, void *(*fn)(void *), void *arg)
     }
 }
 
+/* A forked child that bumps counter @p i and exits 0; its pid (stdout flushed first, so the
+ * child's exit does not write the parent's buffer again). */
+static pid_t fork_bumping(unsigned i)
+{
+    pid_t child;
+
+    fflush(stdout);
+    child = fork();
+    if (child < 0) {
+        die("fork");
+    }
+    if (child == 0) {
+        bump_rounds((void *)counter(i));
+        _exit(0);
+    }
+    return child;
+}
+
+/* Wait for @p child and print how it ended; its wait status. */
+static int wait_and_say(pid_t child)
+{
+    int status;
+
+    if (waitpid(child, &status, 0) != child) {
+        die("waitpid");
+    }
+    printf("child: %s %d\n", WIFSIGNALED(status) ? "signal" : "exit",
+           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    return status;
+}
+
 static void start_forever(unsigned n)
 {
     pthread_t t;
@@ -273,7 +304,6 @@ static int mode_fullas(void)
     size_t size = ((size_t)-1 >> 1) + 1; /* half the address space, then halves */
     const size_t hole = 48 << 20;
     void *kept = mmap(NULL, hole, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    int status;
     pid_t child;
 
     while (size >= 4096) {
@@ -286,21 +316,9 @@ static int mode_fullas(void)
     if (kept == MAP_FAILED || munmap(kept, hole) != 0) {
         die("mmap");
     }
-    fflush(stdout); /* the child's exit must not write the parent's buffer again */
-    child = fork();
-    if (child < 0) {
-        die("fork");
-    }
-    if (child == 0) {
-        bump_rounds((void *)counter(1));
-        _exit(0);
-    }
+    child = fork_bumping(1);
     bump_rounds((void *)counter(0));
-    if (waitpid(child, &status, 0) != child) {
-        die("waitpid");
-    }
-    printf("child: %s %d\n", WIFSIGNALED(status) ? "signal" : "exit",
-           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    wait_and_say(child);
     return 0;
 }
 
@@ -388,11 +406,7 @@ static int mode_forkthreads(void)
         pthread_join(ct, NULL);
         _exit(0);
     }
-    if (waitpid(child, &status, 0) != child) {
-        die("waitpid");
-    }
-    printf("child: %s %d\n", WIFSIGNALED(status) ? "signal" : "exit",
-           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    status = wait_and_say(child);
     close(forkthreads_pipe[1]); /* the threads' read() returns 0 */
     for (unsigned i = 0; i < 3; i++) {
         pthread_join(t[i], NULL);
@@ -404,8 +418,6 @@ static int mode_lowerfsize(void)
 {
     struct rlimit lim = {1 << 20, 1 << 20};
     pthread_t t[4];
-    int status;
-    pid_t child;
 
     if (setrlimit(RLIMIT_FSIZE, &lim) != 0) {
         die("setrlimit");
@@ -416,20 +428,7 @@ static int mode_lowerfsize(void)
     for (unsigned i = 0; i < 4; i++) {
         pthread_join(t[i], NULL);
     }
-    fflush(stdout); /* the child's exit must not write the parent's buffer again */
-    child = fork();
-    if (child < 0) {
-        die("fork");
-    }
-    if (child == 0) {
-        bump_rounds((void *)counter(4));
-        _exit(0);
-    }
-    if (waitpid(child, &status, 0) != child) {
-        die("waitpid");
-    }
-    printf("child: %s %d\n", WIFSIGNALED(status) ? "signal" : "exit",
-           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    wait_and_say(fork_bumping(4));
     return 0;
 }
 
