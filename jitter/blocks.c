@@ -53,6 +53,7 @@ static struct {
     uint64_t hash_size;            /* slots, a power of two */
     uint64_t count;                /* descriptors */
     uint64_t refused;              /* TBs lifted without a block: the table was full */
+    uint64_t refused_nomem;        /* of which for want of memory for the hash */
     int enabled;
 } B = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -353,7 +354,9 @@ uint64_t blocks_lift(const struct sluice_lift_block *b)
     src = source_of(b->pc[0]);
     pthread_mutex_lock(&B.lock);
     id = find(w, words - 1, h, &src);
-    if (id < 0 && B.used + words <= B.capacity && hash_grow() == 0) {
+    if (id < 0 && B.used + words <= B.capacity && hash_grow() < 0) {
+        B.refused_nomem++;
+    } else if (id < 0 && B.used + words <= B.capacity) {
         id = (int64_t)B.used;
         memcpy(&B.data[id], w, words * 8);
         __atomic_store_n(&B.used, B.used + words, __ATOMIC_RELAXED);
@@ -431,10 +434,16 @@ unsigned blocks_recorded(uint64_t id, unsigned from, unsigned to)
 
 void blocks_report(void)
 {
-    if (B.refused) {
+    if (B.refused > B.refused_nomem) {
         fprintf(stderr,
                 "sluice-jitter: block table full (%llu descriptors): %llu TBs wrote one record "
                 "per instruction instead (exact, slower)\n",
-                (unsigned long long)B.count, (unsigned long long)B.refused);
+                (unsigned long long)B.count, (unsigned long long)(B.refused - B.refused_nomem));
+    }
+    if (B.refused_nomem) {
+        fprintf(stderr,
+                "sluice-jitter: no memory to index the block table (%llu descriptors): %llu TBs "
+                "wrote one record per instruction instead (exact, slower)\n",
+                (unsigned long long)B.count, (unsigned long long)B.refused_nomem);
     }
 }
