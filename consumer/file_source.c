@@ -364,6 +364,21 @@ static void file_files(struct file_read *f)
     }
 }
 
+/*
+ * A thread whose start (RING frame @p i, stream number in range, not yet
+ * begun) cannot be read: said once, here; its chunks and end are then
+ * passed over like an unselected thread's, not each said again (they
+ * crowded out the errors of other threads).
+ */
+static int file_ring_failed(struct file_read *f, size_t i, int code, const char *why)
+{
+    char full[400];
+
+    snprintf(full, sizeof(full), "%s; that thread is not delivered", why);
+    f->skip[f->rd.ref[i].h.stream] = 1;
+    return file_error(f, i, code, full);
+}
+
 /* A RING frame: the ring's state, its table mapped (one more reference). */
 static int file_ring(struct file_read *f, size_t i)
 {
@@ -381,10 +396,10 @@ static int file_ring(struct file_read *f, size_t i)
     }
     rc = tf_reader__payload(&f->rd, i, names, 32, &len, why, sizeof(why));
     if (rc < 0) {
-        return file_error(f, i, rc, why);
+        return file_ring_failed(f, i, rc, why);
     }
     if (h->arg[2] != SLUICE_TF_NO_TABLE && (h->arg[2] >= f->n_tables || !f->tables[h->arg[2]].bt)) {
-        return file_error(f, i, -EPROTO, "names no table of the file");
+        return file_ring_failed(f, i, -EPROTO, "names no table of the file");
     }
     r = calloc(1, sizeof(*r));
     if (!r) {
@@ -633,10 +648,23 @@ static void file_frames(struct file_read *f)
         } else if (f->rd.ref[i].bad && h->type == SLUICE_TF_CHUNK && (r = file_ring_of(f, i)) &&
                    file_bad_passed(f, i, r)) {
             continue; /* outside the window: not needed */
+        } else if (f->rd.ref[i].bad && h->type == SLUICE_TF_RING && h->stream < f->n_rings &&
+                   !f->rings[h->stream]) {
+            file_ring_failed(f, i, -EPROTO, "its header is damaged");
         } else if (f->rd.ref[i].bad) {
             /* Listed by the index, its header damaged: its thread stops there. */
-            file_error(f, i, -EPROTO, "its header is damaged");
-            if (h->type == SLUICE_TF_CHUNK && (r = file_ring_of(f, i))) {
+            r = h->type == SLUICE_TF_CHUNK || h->type == SLUICE_TF_RING_END ? file_ring_of(f, i)
+                                                                            : NULL;
+            if (r && h->type == SLUICE_TF_RING_END) {
+                char why[96];
+
+                snprintf(why, sizeof(why), "its header is damaged (the end of tid %u)",
+                         r->info.tid);
+                file_error(f, i, -EPROTO, why);
+            } else {
+                file_error(f, i, -EPROTO, "its header is damaged");
+            }
+            if (r) {
                 file_ring_end(r, FILE_STOPPED);
             }
         } else if (h->type == SLUICE_TF_RING) {
