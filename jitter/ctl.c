@@ -331,12 +331,14 @@ void ctl_abort(uint32_t tid, const char *why, int forked_child)
         }
     }
     pthread_mutex_unlock(&reg.lock);
+    ctl_sock_unlink(); /* the caller's exit() runs no QEMU exit hook */
 }
 
-/* Hold the spare descriptor again if it was given up and one is free; caller holds reg.lock. */
+/* Hold the spare descriptor again if it was given up and one is free (only with a
+ * listening socket: it is for connections on it); caller holds reg.lock. */
 static void keep_spare(void)
 {
-    int fd = reg.spare_fd < 0 ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
+    int fd = reg.spare_fd < 0 && reg.listen_fd >= 0 ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
 
     if (fd >= 0 && fds_adopt(fd, &reg.spare_fd) < 0) {
         close(fd);
@@ -582,9 +584,11 @@ static void first_message(unsigned i, int fd)
  * A connection on the listening socket: a pending entry, or refused. All
  * under reg.lock, which fork(2) waits for (ctl_fork_prepare): a child never
  * inherits a connection caught between accept and its registration.
- * Returns 0, or -1 if none could be accepted for want of a descriptor (the
- * control thread then stops polling the socket for a while, instead of
- * spinning on a connection it cannot take).
+ * Returns 0; -1 if none could be accepted for want of a descriptor, the
+ * spare's too (the control thread then stops polling the socket for a
+ * while, instead of spinning on a connection it cannot take); -2 if none
+ * could be while the spare serves another connection (it polls again once
+ * the spare is back).
  */
 static int accept_one(void)
 {
@@ -608,8 +612,13 @@ static int accept_one(void)
         }
     }
     if (fd < 0) {
+        int spare_busy = reg.spare_fd < 0;
+
         pthread_mutex_unlock(&reg.lock);
-        return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM ? -1 : 0;
+        if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM) {
+            return 0;
+        }
+        return spare_busy ? -2 : -1;
     }
     for (i = SLUICE_MAX_CONSUMERS; i < ENTRIES && reg.c[i].state != FREE; i++) {
     }
@@ -694,14 +703,16 @@ static void *control(void *arg)
     int slot_of[1 + ENTRIES];
 
     time_t listen_again = 0; /* after a connection could not be accepted (no descriptor) */
+    int wait_spare = 0;      /* ... while the spare served another: until it is back */
 
     (void)arg;
     for (;;) {
         nfds_t n = 0, k;
 
         pthread_mutex_lock(&reg.lock);
+        keep_spare(); /* given up and not back (the guest took its number): try again */
         fds_lock();
-        if (reg.listen_fd >= 0 && now_s() >= listen_again) {
+        if (reg.listen_fd >= 0 && now_s() >= listen_again && !(wait_spare && reg.spare_fd < 0)) {
             p[n] = (struct pollfd){.fd = reg.listen_fd, .events = POLLIN};
             slot_of[n++] = -1;
         }
@@ -716,7 +727,10 @@ static void *control(void *arg)
         if (poll(p, n, POLL_MS) > 0) {
             for (k = 0; k < n; k++) {
                 if (p[k].revents && slot_of[k] < 0) {
-                    listen_again = accept_one() < 0 ? now_s() + 1 : 0;
+                    int rc = accept_one();
+
+                    listen_again = rc == -1 ? now_s() + 1 : 0;
+                    wait_spare = rc == -2;
                 } else if (p[k].revents) {
                     on_slot((unsigned)slot_of[k], p[k].fd, p[k].revents);
                 }

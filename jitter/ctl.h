@@ -54,9 +54,9 @@ void ctl_announce(struct ring *r);
 
 /**
  * Tell every attached consumer that this process ends now because thread
- * @p tid could not be traced (ABORT, sluice/ctl.h), saying @p why; the
- * caller then ends the process. Waits for a full socket a few seconds at
- * most. vCPU, under the ring-list lock.
+ * @p tid could not be traced (ABORT, sluice/ctl.h), saying @p why, and
+ * remove the socket it listens on; the caller then ends the process. Waits for a full socket a few
+ * seconds at most. vCPU, under the ring-list lock.
  * @param forked_child 1 in a forked child before ctl_fork_child() (the
  *        parent's connections are the child's too; the lock the parent held
  *        across fork is made anew), else 0
