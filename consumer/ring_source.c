@@ -596,8 +596,15 @@ int ring_source__welcome(struct sluice_session *s)
 
     while ((ready = poll(p, 2, s->welcome_ms)) < 0 && errno == EINTR) {
     }
+    if (__atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE) && poll(p, 1, 0) != 1) {
+        /* Told to detach before the process answered: never taken in, nothing traced (a
+         * WELCOME already here is read: then an empty trace, no error). */
+        return session_error(s, -ECANCELED,
+                             "interrupted before the traced process took this consumer in "
+                             "(stopped, or out of descriptors?): nothing was traced");
+    }
     if (__atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE)) {
-        return 0; /* detached at once: an empty trace, no error */
+        ready = 1;
     }
     if (ready == 0) {
         return session_error(

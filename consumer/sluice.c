@@ -875,11 +875,14 @@ static int cmd_attach(int argc, char **argv)
                 "trace has none of them\n",
                 a.pid, sluice_session__once_before(attached));
     }
-    fprintf(stderr, "sluice: %s pid %u after %.2f s\n",
-            sluice_session__detached(attached) ? "detached from"
-            : failed                           ? "stopped, on the error above, tracing"
-                                               : "traced to the end of",
-            a.pid, now() - t0);
+    if (sluice_session__detached(attached) || !failed) {
+        fprintf(stderr, "sluice: %s pid %u after %.2f s\n",
+                sluice_session__detached(attached) ? "detached from" : "traced to the end of",
+                a.pid, now() - t0);
+    } else { /* the trace went on past most errors (a thread, a process): not said stopped */
+        fprintf(stderr, "sluice: traced pid %u for %.2f s, with the errors above\n", a.pid,
+                now() - t0);
+    }
     failed |= close_output(&env);
     sluice_session__free(detach_none());
     return failed;

@@ -462,8 +462,10 @@ int sluice_process__list(struct sluice_process_info *out, size_t max);
  *         -errno from a failed socket, mmap or thread call, or from writing
  *         or reading a trace file; -ECANCELED if the jitter ended a guest
  *         process because it could not trace one of its threads (no ring:
- *         out of memory, say; the other processes' trace is whole); -EINVAL
- *         if called twice. sluice_session__error() says more.
+ *         out of memory, say; the other processes' trace is whole), or if
+ *         sluice_session__detach() came before the traced process took this
+ *         session in (nothing traced; sluice_session__welcomed() is 0);
+ *         -EINVAL if called twice. sluice_session__error() says more.
  */
 int sluice_session__run(struct sluice_session *s);
 

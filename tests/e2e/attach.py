@@ -994,6 +994,21 @@ def case_ls(c):
         entries = ls(c, True)
         took = time.monotonic() - t0
         lines = ls(c, False)
+        # An attach interrupted while the process cannot answer attached nothing: it said
+        # "detached", exit 0, with an empty report.
+        env = common.guest_env(sluice=True)
+        env.pop("XDG_RUNTIME_DIR", None)
+        att = subprocess.Popen([c.args.sluice, "attach", str(b.pid), "--json", "-o",
+                                os.path.join(c.tmp, "interrupted.json")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        time.sleep(2)
+        att.send_signal(signal.SIGINT)
+        _, att_err = att.communicate(timeout=30)
+        c.check(att.returncode == 2 and b"interrupted before" in att_err,
+                "sluice attach interrupted while the process was stopped: exit %s, stderr %r"
+                % (att.returncode, att_err))
+        print("attach interrupted while stopped: exit %s: %s"
+              % (att.returncode, att_err.decode(errors="replace").strip()))
     finally:
         for r in (a, b):
             os.kill(r.pid, signal.SIGCONT)
