@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <sluice/ctl.h>
@@ -145,6 +146,20 @@ void jitter_for_each_ring(void (*fn)(struct ring *r, void *arg), void *arg)
     pthread_mutex_unlock(&J.lock);
 }
 
+/*
+ * Whether the block table (BLOCKS_BYTES of the arena) leaves room under the
+ * file size limit (ulimit -f) for the rings of four threads beside it: a
+ * limit just above the table left none for even the first thread's ring,
+ * and nothing was traced. Without the table, records are per instruction.
+ */
+static int table_leaves_room(uint64_t ring_bytes)
+{
+    struct rlimit rl;
+
+    return getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+           rl.rlim_cur / 4 >= BLOCKS_BYTES / 4 + SLUICE_RING_HDR_BYTES + ring_bytes;
+}
+
 static int j_init(const struct sluice_host_info *info)
 {
     const char *base = strrchr(info->exe, '/');
@@ -166,7 +181,9 @@ static int j_init(const struct sluice_host_info *info)
     }
     /* A table that does not fit (ulimit -f) leaves one record per instruction and no module
      * map; the tools that need them say so (cov, dump --maps). */
-    (void)blocks_open(!o.per_insn);
+    if (table_leaves_room(o.ring_bytes)) {
+        (void)blocks_open(!o.per_insn);
+    }
     /* Without it no image is "main"; filters still see the others. */
     (void)image_init(info->exe);
     if (lift_init(&o) < 0) {
@@ -214,8 +231,8 @@ static void j_thread_start(struct sluice_thread_slot *slot, uint32_t tid)
                  strerror(err));
         fprintf(stderr, "sluice-jitter: %s%s\n", why,
                 err == EFBIG ? " (the rings share one file, which the file size limit leaves no"
-                               " room to grow: ulimit -f, or the guest's own setrlimit; ring_bytes="
-                               " makes rings smaller)"
+                               " room to grow: ulimit -f, or the guest's own setrlimit; smaller"
+                               " rings: SLUICE_RING_BYTES, or ring_bytes= after -jitter)"
                              : "");
         ctl_abort(tid, why, 0);
         exit(1);
