@@ -922,6 +922,9 @@ def case_fsize(c):
     ring = {"SLUICE_RING_BYTES": "1M"}
     c.traced("fsize churn", ["churn", "150"], each=100, show_out=True, preexec_fn=fsize(8 << 20),
              extra_env=ring)
+    # A limit just above the 80 MiB block table: the table took the first ring's room and
+    # nothing was traced (exit 2); it is now left out for records per instruction.
+    c.traced("fsize 84 MiB", ["churn", "3"], each=100, preexec_fn=fsize(84 << 20))
     # A ring that cannot fit at all: one line that names the limit, and no signal.
     rc, _, err = c.sluice("stats", c.path("fsize-small.stats"),
                           ["churn", c.path("fsize-small.ctr"), "3"], preexec_fn=fsize(512 << 10),
