@@ -61,7 +61,7 @@ int session_error(struct sluice_session *s, int code, const char *fmt, ...)
     for (size_t i = 0; !seen && i + 1 < s->n_errors && i < SESSION_MORE_ERRORS; i++) {
         seen = strcmp(msg, s->more_err[i]) == 0;
     }
-    if (s->err_code == 0) {
+    if (s->n_errors == 0) {
         s->err_code = code;
         memcpy(s->err, msg, sizeof(msg));
     } else if (!seen && s->n_errors - 1 < SESSION_MORE_ERRORS) {
