@@ -276,7 +276,8 @@ def check_damage(args, tmp, name, trace, whole, problems):
                             % (name, how, rc, err, want, want_why))
     # droplast: a ring's last CHUNK frame cut out whole (every crc still right): its
     # RING_END counts the chunks the thread had, so the loss must be named.
-    ends = [k for k, f in enumerate(fr) if f[1] == 5 and k > 0 and fr[k - 1][1] == CHUNK]
+    ends = [k for k, f in enumerate(fr) if f[1] == 5 and k > 0 and fr[k - 1][1] == CHUNK
+            and fr[k - 1][2] == f[2]]  # its own ring's chunk, not another thread's
     if ends:
         last = fr[ends[0] - 1]
         rc, err, _ = damaged(args, tmp, name, trace, whole, "droplast",
