@@ -216,9 +216,7 @@ class Ctx:
         return common.fresh(os.path.join(self.tmp, name))
 
     def jitter(self):
-        return os.environ.get("SLUICE_JITTER") or os.path.join(
-            os.path.dirname(os.path.dirname(os.path.abspath(self.args.sluice))), "jitter",
-            "libsluice-jitter.so")
+        return common.jitter_path(self.args.sluice)
 
     def check(self, ok, what):
         if not ok:

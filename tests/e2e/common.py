@@ -80,13 +80,27 @@ def run(cmd, timeout=600, stdin=None, extra_env=None, preexec_fn=None):
     return p.returncode, out, err
 
 
+def ctl_dirs(env):
+    """The directories a jitter with environment env may put its control socket in (README:
+    $XDG_RUNTIME_DIR/sluice, else /tmp/sluice-UID)."""
+    xdg = env.get("XDG_RUNTIME_DIR", "")
+    return ([os.path.join(xdg, "sluice")] if xdg.startswith("/") else []) + \
+        ["/tmp/sluice-%d" % os.getuid()]
+
+
+def jitter_path(sluice):
+    """The jitter library: $SLUICE_JITTER, else the one built beside the sluice command."""
+    return os.environ.get("SLUICE_JITTER") or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(sluice))), "jitter",
+        "libsluice-jitter.so")
+
+
 def traced_qemu(run_pid, env, timeout=20):
     """(QEMU's pid, its control socket's path) for the `sluice run` of pid run_pid started with
     environment env, once both are there (README: $XDG_RUNTIME_DIR/sluice/PID.sock, else
     /tmp/sluice-UID/PID.sock); (pid or None, None) after timeout seconds without them."""
     qemu, end = None, time.monotonic() + timeout
-    dirs = [os.path.join(env["XDG_RUNTIME_DIR"], "sluice")] if "XDG_RUNTIME_DIR" in env else []
-    dirs.append("/tmp/sluice-%d" % os.getuid())
+    dirs = ctl_dirs(env)
     while time.monotonic() < end:
         try:
             with open("/proc/%d/task/%d/children" % (run_pid, run_pid)) as f:

@@ -108,11 +108,8 @@ def signal_while_waiting(args, tmp):
 
 def socket_files(pid):
     """The control socket files of process @p pid in both places a jitter makes them."""
-    dirs = ["/tmp/sluice-%d" % os.getuid()]
-    if os.environ.get("XDG_RUNTIME_DIR", "").startswith("/"):
-        dirs.append(os.path.join(os.environ["XDG_RUNTIME_DIR"], "sluice"))
-    return [p for d in dirs for p in (os.path.join(d, "%d.sock" % pid),
-                                      os.path.join(d, "%d.sock.new" % pid))
+    return [p for d in common.ctl_dirs(os.environ)
+            for p in (os.path.join(d, "%d.sock" % pid), os.path.join(d, "%d.sock.new" % pid))
             if os.path.lexists(p)]
 
 

@@ -941,18 +941,14 @@ def fsize_bare(c):
     # The same under `qemu-<arch> -jitter` started by hand (no `sluice run` to clean up after
     # it): the jitter ends the process, and its control socket must go with it (exit() runs no
     # QEMU exit hook: it was left behind, one per such ending).
-    jitter = os.environ.get("SLUICE_JITTER") or os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(c.args.sluice))), "jitter",
-        "libsluice-jitter.so")
     env = common.guest_env()
-    dirs = ["/tmp/sluice-%d" % os.getuid()] + (
-        [os.path.join(env["XDG_RUNTIME_DIR"], "sluice")] if "XDG_RUNTIME_DIR" in env else [])
-    p = subprocess.Popen([common.qemu_bin(c.arch), "-jitter", jitter + ",ring_bytes=1M", c.prog,
+    p = subprocess.Popen([common.qemu_bin(c.arch), "-jitter",
+                          common.jitter_path(c.args.sluice) + ",ring_bytes=1M", c.prog,
                           "churn", c.path("fsize-bare.ctr"), "3"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
                          preexec_fn=fsize(512 << 10), start_new_session=True)
     _, err = p.communicate(timeout=120)
-    left = [os.path.join(d, "%d.sock" % p.pid) for d in dirs
+    left = [os.path.join(d, "%d.sock" % p.pid) for d in common.ctl_dirs(env)
             if os.path.lexists(os.path.join(d, "%d.sock" % p.pid))]
     problems = []
     if p.returncode != 1 or b"cannot create the trace ring" not in err or left:
