@@ -590,6 +590,18 @@ static void first_message(unsigned i, int fd)
  * could be while the spare serves another connection (it polls again once
  * the spare is back).
  */
+/* A connection from the listening socket, its peer's uid in @p uid; or -1, errno in @p err. */
+static int accept_locked(uint32_t *uid, int *err)
+{
+    int fd;
+
+    fds_lock();
+    fd = reg.listen_fd >= 0 ? ctl_sock_accept(reg.listen_fd, uid) : -1;
+    *err = fd < 0 ? errno : 0;
+    fds_unlock();
+    return fd;
+}
+
 static int accept_one(void)
 {
     uint32_t uid;
@@ -597,16 +609,10 @@ static int accept_one(void)
     unsigned i;
 
     pthread_mutex_lock(&reg.lock);
-    fds_lock();
-    fd = reg.listen_fd >= 0 ? ctl_sock_accept(reg.listen_fd, &uid) : -1;
-    err = fd < 0 ? errno : 0;
-    fds_unlock();
+    fd = accept_locked(&uid, &err);
     if ((err == EMFILE || err == ENFILE) && reg.spare_fd >= 0) {
         give_up_spare(); /* the guest holds the rest: answer this peer with it */
-        fds_lock();
-        fd = reg.listen_fd >= 0 ? ctl_sock_accept(reg.listen_fd, &uid) : -1;
-        err = fd < 0 ? errno : 0;
-        fds_unlock();
+        fd = accept_locked(&uid, &err);
         if (fd < 0) {
             keep_spare();
         }
