@@ -205,6 +205,27 @@ static int j_init(const struct sluice_host_info *info)
     return err;
 }
 
+/*
+ * End this process because thread @p tid cannot be traced (@p what, errno
+ * @p err): said on stderr (with a hint for the file size limit) and to every
+ * consumer (ABORT), never run untraced in silence. @p forked_child as
+ * ctl_abort()'s.
+ */
+static void __attribute__((noreturn))
+end_untraced(uint32_t tid, const char *what, int err, int forked_child)
+{
+    char why[96];
+
+    snprintf(why, sizeof(why), "%s %u: %s", what, tid, strerror(err));
+    fprintf(stderr, "sluice-jitter: %s%s\n", why,
+            err == EFBIG ? " (the rings share one file, which the file size limit leaves no"
+                           " room to grow: ulimit -f, or the guest's own setrlimit; smaller"
+                           " rings: SLUICE_RING_BYTES, or ring_bytes= after -jitter)"
+                         : "");
+    ctl_abort(tid, why, forked_child);
+    exit(1);
+}
+
 /* This vCPU thread's slot, from thread_start to thread_exit: where its MAP records go. */
 static __thread struct sluice_thread_slot *self;
 
@@ -225,17 +246,8 @@ static void j_thread_start(struct sluice_thread_slot *slot, uint32_t tid)
     if (!r) {
         /* No ring means records would go nowhere: refuse to run untraced silently. */
         int err = errno;
-        char why[96];
 
-        snprintf(why, sizeof(why), "cannot create the trace ring of thread %u: %s", tid,
-                 strerror(err));
-        fprintf(stderr, "sluice-jitter: %s%s\n", why,
-                err == EFBIG ? " (the rings share one file, which the file size limit leaves no"
-                               " room to grow: ulimit -f, or the guest's own setrlimit; smaller"
-                               " rings: SLUICE_RING_BYTES, or ring_bytes= after -jitter)"
-                             : "");
-        ctl_abort(tid, why, 0);
-        exit(1);
+        end_untraced(tid, "cannot create the trace ring of thread", err, 0);
     }
     r->next = J.rings;
     J.rings = r;
@@ -405,13 +417,7 @@ static void j_fork_end(int child, struct sluice_thread_slot *slot, uint32_t tid)
         err = blocks_after_fork_child();
     }
     if (err < 0) {
-        char why[96];
-
-        snprintf(why, sizeof(why), "cannot create the ring arena of forked child %u: %s", tid,
-                 strerror(-err));
-        fprintf(stderr, "sluice-jitter: %s\n", why);
-        ctl_abort(tid, why, 1);
-        exit(1);
+        end_untraced(tid, "cannot create the ring arena of forked child", -err, 1);
     }
     ctl_fork_child();
     j_thread_start(slot, tid);
