@@ -42,6 +42,9 @@ struct slot {
     struct source src;
 };
 
+/* Where the module log starts in the table (record.h: maps_offset). */
+#define MAPS_AT (BLOCKS_BYTES - BLOCKS_MAPS_BYTES)
+
 static struct {
     pthread_mutex_t lock;          /* appends and the hash */
     struct sluice_blocks_hdr *hdr; /* our mapping of the table, NULL if none */
@@ -77,7 +80,7 @@ static int table_map(void *at)
     B.hdr = p;
     B.data = (uint64_t *)((uint8_t *)p + SLUICE_BLOCKS_HDR_BYTES);
     B.capacity = (BLOCKS_BYTES - SLUICE_BLOCKS_HDR_BYTES - BLOCKS_MAPS_BYTES) / 8;
-    B.hdr->maps_offset = BLOCKS_BYTES - BLOCKS_MAPS_BYTES;
+    B.hdr->maps_offset = MAPS_AT;
     B.hdr->maps_capacity = BLOCKS_MAPS_BYTES;
     B.hdr->magic = SLUICE_BLOCKS_MAGIC;
     B.hdr->version = SLUICE_FORMAT_VERSION;
@@ -133,7 +136,6 @@ int blocks_after_fork_child(void)
 {
     struct sluice_blocks_hdr *parent = B.hdr;
     const uint64_t *parent_data = B.data;
-    const uint64_t maps_at = BLOCKS_BYTES - BLOCKS_MAPS_BYTES;
     int err;
 
     pthread_mutex_init(&B.lock, NULL);
@@ -154,8 +156,8 @@ int blocks_after_fork_child(void)
         err = copy_in(parent_data, B.used * 8, B.offset + SLUICE_BLOCKS_HDR_BYTES);
     }
     if (err == 0) {
-        err = copy_in((const uint8_t *)parent + maps_at, maplog_fork_bytes(BLOCKS_MAPS_BYTES),
-                      B.offset + maps_at);
+        err = copy_in((const uint8_t *)parent + MAPS_AT, maplog_fork_bytes(BLOCKS_MAPS_BYTES),
+                      B.offset + MAPS_AT);
     }
     if (err == 0) {
         err = table_map(parent);
