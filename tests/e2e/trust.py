@@ -477,6 +477,16 @@ def case_forkthreads(c):
     c.traced("forkthreads", ["forkthreads", "1000"], each=1000, show_out=True)
 
 
+def case_forkrace(c):
+    # A thread starts and joins threads one after another while main forks 200 children, each
+    # starting a thread of its own. A fork while the other thread held QEMU's clone_lock
+    # (creating or ending a thread) left the lock taken in the child, whose pthread_create()
+    # then waited forever: every run of this guest under sluice had children hung (killed
+    # after 10 s each), and a tree of such processes hung `sluice run` (patch 0042). Every
+    # child must end, and each counter equal the stores traced to it.
+    c.traced("forkrace", ["forkrace", "200"], show_out=True, timeout=300)
+
+
 def case_fullas(c):
     # A guest that uses up its address space (mmap PROT_NONE until ENOMEM) and then forks: its
     # child runs untraced, and must be traced too. The jitter mapped the child's block table
@@ -1140,7 +1150,7 @@ def case_maps(c):
 
 
 CASES = {"exec": case_exec, "exit": case_exit, "kill": case_kill, "closefds": case_closefds,
-         "forkthreads": case_forkthreads, "lowerfsize": case_lowerfsize, "fullas": case_fullas,
+         "forkthreads": case_forkthreads, "forkrace": case_forkrace, "lowerfsize": case_lowerfsize, "fullas": case_fullas,
          "threads": case_threads, "churn": case_churn, "environ": case_environ,
          "bytes": case_bytes, "fsize": case_fsize, "retry": case_retry,
          "helpers": case_helpers, "cas": case_cas, "maps": case_maps}

@@ -29,6 +29,12 @@
  *                     child bumps N times, starts a thread that bumps N times, joins it
  *                     and exits 0; the parent prints the child's status, ends its threads
  *                     and exits 0 if the child did (QEMU with plugins aborted that child)
+ *   forkrace N        a thread starts and joins threads one after another (each bumps
+ *                     counter 0 once) while main forks N children one after another: each
+ *                     child starts a thread that bumps counter 1 once, joins it and exits
+ *                     0; a child not done in 10 s is killed. Prints the children and how
+ *                     many hung, exits 1 if any did (a fork while another thread held
+ *                     QEMU's clone_lock left it taken in the child: patch 0042)
  *   fullas N          mmap PROT_NONE until the address space is used up but a 48 MiB hole,
  *                     then fork: the child bumps N times, the parent N times, waits and
  *                     prints its status
@@ -412,6 +418,74 @@ static int mode_forkthreads(void)
         pthread_join(t[i], NULL);
     }
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
+static volatile int forkrace_stop;
+
+static void *bump_once(void *arg)
+{
+    bump(arg);
+    return NULL;
+}
+
+/* Start and join threads one after another until forkrace_stop. */
+static void *spawn_threads(void *arg)
+{
+    pthread_t t;
+
+    (void)arg;
+    while (!forkrace_stop) {
+        start(&t, bump_once, (void *)counter(0));
+        pthread_join(t, NULL);
+    }
+    return NULL;
+}
+
+/* Whether @p child ended within 10 s (else it is killed and reaped). */
+static int reaped_in_time(pid_t child)
+{
+    int status;
+
+    for (int ms = 0; ms < 10000; ms += 5) {
+        pid_t w = waitpid(child, &status, WNOHANG);
+
+        if (w == child) {
+            return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        }
+        if (w < 0) {
+            die("waitpid");
+        }
+        sleep_ms(5);
+    }
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    return 0;
+}
+
+static int mode_forkrace(void)
+{
+    pthread_t spawner, t;
+    unsigned long hung = 0;
+
+    start(&spawner, spawn_threads, NULL);
+    fflush(stdout);
+    for (unsigned long i = 0; i < rounds; i++) {
+        pid_t child = fork();
+
+        if (child < 0) {
+            die("fork");
+        }
+        if (child == 0) {
+            start(&t, bump_once, (void *)counter(1));
+            pthread_join(t, NULL);
+            _exit(0);
+        }
+        hung += !reaped_in_time(child);
+    }
+    forkrace_stop = 1;
+    pthread_join(spawner, NULL);
+    printf("forkrace: %lu children, %lu hung\n", rounds, hung);
+    return hung ? 1 : 0;
 }
 
 static int mode_lowerfsize(void)
@@ -1212,6 +1286,9 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "forkthreads") == 0) {
         map_counters(argv[2], 5);
         return mode_forkthreads();
+    } else if (strcmp(mode, "forkrace") == 0) {
+        map_counters(argv[2], 2);
+        return mode_forkrace();
     } else if (strcmp(mode, "fullas") == 0) {
         map_counters(argv[2], 2);
         return mode_fullas();
