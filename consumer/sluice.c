@@ -484,7 +484,8 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
     *sp = sluice_session__new(sv[0], &cb, &opts); /* sends HELLO now */
     if (!*sp && a->record) {
         fprintf(stderr, "sluice: starting the consumer, recording to %s: %s%s\n", a->record,
-                strerror(errno), nofile_hint(errno));
+                errno == EBUSY ? "another sluice is recording into it" : strerror(errno),
+                nofile_hint(errno));
     } else if (!*sp) {
         fprintf(stderr, "sluice: starting the consumer: %s%s\n", strerror(errno),
                 nofile_hint(errno));
@@ -594,12 +595,64 @@ static void report_not_started(int status, const struct sluice_session *s)
     }
 }
 
+/* Whether @p path and @p st (a stat() of another path) name one file. */
+static int same_file(const char *path, const struct stat *st)
+{
+    struct stat o;
+
+    return path && stat(path, &o) == 0 && o.st_dev == st->st_dev && o.st_ino == st->st_ino;
+}
+
+/*
+ * What the existing regular file at @p path is that sluice must not write:
+ * the program it runs (@p prog, resolved), the filter (object or source),
+ * the trace report reads, or where its stdout or stderr go (the guest's
+ * too: both would write it); NULL if none of them, or no file is there.
+ */
+static const char *output_clobbers(const char *path, const struct run_args *a, const char *prog)
+{
+    struct stat st, fd_st;
+
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        return NULL; /* a new file, or a device or FIFO: nothing there to destroy */
+    }
+    if (same_file(prog, &st)) {
+        return "is the program to trace";
+    }
+    if (same_file(a->filter.path, &st)) {
+        return "is the filter";
+    }
+    if (same_file(a->trace, &st)) {
+        return "is the trace file report reads";
+    }
+    for (int fd = 1; fd <= 2; fd++) {
+        if (fstat(fd, &fd_st) == 0 && fd_st.st_dev == st.st_dev && fd_st.st_ino == st.st_ino) {
+            return fd == 1 ? "is where stdout goes (the guest writes there too)"
+                           : "is where stderr goes (the guest and sluice write there too)";
+        }
+    }
+    return NULL;
+}
+
+/* Refuse (one line, 1) an output @p path that output_clobbers(); 0 if it may be written. */
+static int refuse_clobber(const char *opt, const char *path, const struct run_args *a,
+                          const char *prog)
+{
+    const char *why = path ? output_clobbers(path, a, prog) : NULL;
+
+    if (why) {
+        fprintf(stderr, "sluice: %s %s: %s; give another file\n", opt, path, why);
+    }
+    return why != NULL;
+}
+
 /*
  * Open the tool's output (-o FILE, else stderr) and check the trace file
- * (--record) can be written, before anything starts: one line and exit
- * status 2 if not. Returns 0 or 2.
+ * (--record) can be written, before anything starts and before either is
+ * emptied: neither may name an input (@p prog: the resolved program, or
+ * NULL) nor the other. Returns 0, or 2 after one line on stderr.
  */
-static int open_outputs(const struct run_args *a, struct tool_env *env)
+static int open_outputs(const struct run_args *a, struct tool_env *env, const char *prog)
 {
     struct stat rec, out;
     int fd, created = 0;
@@ -614,6 +667,9 @@ static int open_outputs(const struct run_args *a, struct tool_env *env)
     if (a->out && !path) {
         env->out = stdout;
         env->name = "stdout";
+    }
+    if (refuse_clobber("-o", path, a, prog) || refuse_clobber("--record", a->record, a, prog)) {
+        return 2;
     }
     if (a->record) {
         created = stat(a->record, &rec) != 0;
@@ -637,11 +693,6 @@ static int open_outputs(const struct run_args *a, struct tool_env *env)
             }
             return 2;
         }
-    }
-    if (path && a->trace && stat(path, &out) == 0 && stat(a->trace, &rec) == 0 &&
-        out.st_dev == rec.st_dev && out.st_ino == rec.st_ino) {
-        fprintf(stderr, "sluice: %s: -o names the trace file report reads\n", a->out);
-        return 2;
     }
     if (path && !(env->out = fopen(path, "we"))) {
         fprintf(stderr, "sluice: %s: %s\n", a->out, strerror(errno));
@@ -707,7 +758,7 @@ static int cmd_run(int argc, char **argv)
         filter_arg_cleanup(&a.filter);
         return 2;
     }
-    if (open_outputs(&a, &env)) {
+    if (open_outputs(&a, &env, paths.prog)) {
         filter_arg_cleanup(&a.filter);
         return 2;
     }
@@ -823,7 +874,7 @@ static int begin_consumer(int argc, char **argv, enum mode mode, struct run_args
     if (rc >= 0) {
         return rc;
     }
-    if (open_outputs(a, env)) {
+    if (open_outputs(a, env, NULL)) {
         return 2;
     }
     opts->workers = a->workers;
@@ -847,8 +898,13 @@ static int cmd_attach(int argc, char **argv)
     a.tool->setup(&env, &cb);
     detach_on_signals(1);
     attached = sluice_session__attach(a.pid, &cb, &opts);
-    if (!attached) {
+    if (!attached && errno == EBUSY && a.record) {
+        fprintf(stderr, "sluice: attach %u: recording to %s: another sluice is recording into it\n",
+                a.pid, a.record);
+    } else if (!attached) {
         attach_failed(a.pid, errno);
+    }
+    if (!attached) {
         if (env.out != stderr) {
             fclose(env.out);
         }

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -188,14 +189,20 @@ struct tf_writer *tf_writer__open(const char *path, char *err, size_t errlen)
     /* O_NONBLOCK: a FIFO there must not hang us before fstat says what it is. */
     w->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
     e = w->fd < 0 || fstat(w->fd, &st) < 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : 0;
+    /* Held while it is written: a second recorder to the same path would
+     * interleave its frames with ours (both damaged, both exit 0). */
+    if (e == 0 && flock(w->fd, LOCK_EX | LOCK_NB) < 0) {
+        e = errno == EWOULDBLOCK ? EBUSY : errno;
+    }
     if (e == 0 && ftruncate(w->fd, 0) < 0) {
         e = errno;
     }
     if (e) {
         snprintf(err, errlen, "%s: %s", path,
-                 e == EINVAL ? "not a regular file (a trace file is cut back after a failed "
-                               "write)"
-                             : strerror(e));
+                 e == EINVAL  ? "not a regular file (a trace file is cut back after a failed "
+                                "write)"
+                 : e == EBUSY ? "another sluice is recording into it"
+                              : strerror(e));
         if (w->fd >= 0) {
             close(w->fd);
         }

@@ -45,9 +45,11 @@ void tf_pack__free(struct tf_pack *p);
 struct tf_writer;
 
 /**
- * Create @p path (replacing a regular file there) and write its FILE
- * frame. Main thread, before the session starts.
- * @return the writer, or NULL with a one-line reason naming @p path in @p err.
+ * Create @p path (replacing a regular file there), lock it (flock, held
+ * until tf_writer__close()) and write its FILE frame. Main thread, before
+ * the session starts.
+ * @return the writer, or NULL with a one-line reason naming @p path in @p err
+ *         and errno set (EBUSY: another writer holds the lock).
  */
 struct tf_writer *tf_writer__open(const char *path, char *err, size_t errlen);
 

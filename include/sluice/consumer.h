@@ -283,7 +283,9 @@ struct sluice_consumer_opts {
      * `ulimit -f` the kernel sends SIGXFSZ, which kills unless the process
      * ignores it (the sluice command does); then the write fails (EFBIG).
      * The file must be a regular file (its end is cut back to the last
-     * whole frame after a failed write). A slow disk slows the session as
+     * whole frame after a failed write); it is locked (flock) while it is
+     * written, and a file another session records into fails the open
+     * with -EBUSY. A slow disk slows the session as
      * a slow callback does (lossless: the guest waits).
      */
     const char *record;
@@ -335,7 +337,8 @@ struct sluice_session;
  * closed on failure too). @p cb is copied (its first cb->sz bytes); @p opts
  * may be NULL for the defaults. Any thread.
  * @return a session, or NULL with errno set (EINVAL bad arguments, ENOMEM,
- *         or send()'s errno if HELLO could not be sent).
+ *         send()'s errno if HELLO could not be sent, or the opts->record
+ *         file's: EBUSY if another session records into it).
  */
 struct sluice_session *sluice_session__new(int ctl_fd, const struct sluice_callbacks *cb,
                                            const struct sluice_consumer_opts *opts);

@@ -34,7 +34,9 @@ exit non-zero, and still deliver every chunk before the damage, in order:
 
 And where a recording cannot be written: a character device, the file -o
 writes, an option as the file name are refused in one line (exit 2) before the
-guest starts, and so is report's -o naming the trace it reads; under `ulimit -f` the recording stops at the limit, the guest
+guest starts, and so is report's -o naming the trace it reads, -o or --record
+naming the program or where stdout goes, and a second recording into a file
+being recorded; under `ulimit -f` the recording stops at the limit, the guest
 and the live report are whole (exit 1, saying so), and the file reads up to
 where it stopped.
 
@@ -47,7 +49,9 @@ import json
 import os
 import shutil
 import struct
+import subprocess
 import tempfile
+import time
 
 import common
 
@@ -484,6 +488,51 @@ def check_files(args, tmp, data, problems):
         problems.append("files: cov of a replaced program says nothing: %r" % err[-300:])
 
 
+def check_clobber(args, tmp, data, problems):
+    """-o or --record naming the program to trace, or the file sluice's stdout goes to (the
+    guest's too): refused in one line before either is emptied (the program was emptied, or
+    the guest's output and the trace overwrote each other, exit 0). Two recordings into one
+    file: the second refused (both wrote it, exit 0, and the file was damaged)."""
+    prog = os.path.join(tmp, "prog")
+    shutil.copy("/usr/bin/sha256sum", prog)
+    size = os.path.getsize(prog)
+    for opt in ("-o", "--record"):
+        rc, _, err = sluice(args, ["run", opt, prog, "--", prog, data], want_rc=None)
+        print("%s naming the program: exit %d, %s" % (opt, rc, err.strip()))
+        if rc != 2 or len(err.strip().splitlines()) != 1 or os.path.getsize(prog) != size:
+            problems.append("%s naming the program: exit %d, %r, program %d of %d bytes: want "
+                            "exit 2, one line, the program kept" % (opt, rc, err, os.path.getsize(prog),
+                                                                   size))
+    for opt in ("-o", "--record"):
+        shared = os.path.join(tmp, "stdout.txt")
+        env = common.guest_env(sluice=True)
+        with open(shared, "w") as f:
+            f.write("precious\n")
+        with open(shared, "a") as out:
+            p = subprocess.run([args.sluice, "run", opt, shared, "--", prog, data], stdout=out,
+                               stderr=subprocess.PIPE, env=env, timeout=120)
+        err = p.stderr.decode(errors="replace")
+        print("%s naming where stdout goes: exit %d, %s" % (opt, p.returncode, err.strip()))
+        if p.returncode != 2 or open(shared).read() != "precious\n":
+            problems.append("%s naming where stdout goes: exit %d, %r, file %r: want exit 2 and "
+                            "the file kept" % (opt, p.returncode, err, open(shared).read()[:80]))
+    shared = os.path.join(tmp, "twice.sltr")
+    first = subprocess.Popen([args.sluice, "run", "--record", shared, "--", "/bin/sleep", "2"],
+                             stderr=subprocess.PIPE, env=common.guest_env(sluice=True))
+    for _ in range(200):
+        if os.path.exists(shared) and os.path.getsize(shared) > 0:
+            break
+        time.sleep(0.02)
+    rc, _, err = sluice(args, ["run", "--record", shared, "--", prog, data], want_rc=None)
+    rc1 = first.wait(timeout=120)
+    rc2, _, err2 = sluice(args, ["report", shared], want_rc=None)
+    print("a second recording into one file: exit %d, %s; the first: exit %d; report: exit %d"
+          % (rc, err.strip(), rc1, rc2))
+    if rc != 2 or "another sluice is recording into it" not in err or rc1 != 0 or rc2 != 0:
+        problems.append("a second recording into one file: exit %d, %r; the first exit %d; "
+                        "report of it exit %d, %r: want 2, 0, 0" % (rc, err, rc1, rc2, err2[-300:]))
+
+
 def check_writing(args, tmp, data, problems):
     """Where a recording cannot be written: refused before the guest starts, or stopped
     without harm to the live tool, and what was written still reads."""
@@ -505,6 +554,7 @@ def check_writing(args, tmp, data, problems):
     with open(kept) as f:
         if f.read() != "precious\n":
             problems.append("record to an existing -o file: refused, but the file was emptied")
+    check_clobber(args, tmp, data, problems)
     # report -o naming the trace it reads: refused, the trace kept.
     probe = os.path.join(tmp, "probe.sltr")
     sluice(args, ["run", "--tool", "record", "-o", probe] + prog, what="record")
