@@ -103,8 +103,9 @@ static void usage(FILE *f)
                "               consumers attached with `sluice attach` (0 to 15)\n"
                "attach: run the tool on a traced process (one that `sluice run` or QEMU's\n"
                "  -jitter started) from now until it ends, or until SIGINT/SIGTERM/SIGHUP\n"
-               "  detach it; the guest waits for it as for `run`'s own tool (lossless), or,\n"
-               "  with --lossy, never: what it misses is counted exactly (LOST events)\n"
+               "  detach it (a second one ends sluice at once); the guest waits for it as\n"
+               "  for `run`'s own tool (lossless), or, with --lossy, never: what it misses\n"
+               "  is counted exactly (LOST events)\n"
                "report: run the tool on a recorded trace file as it ran live: the same\n"
                "  events in the same per-thread order (symbols and disassembly are read from\n"
                "  the files now at the recorded paths); --tid: only those threads (the\n"
@@ -808,9 +809,18 @@ static volatile sig_atomic_t detach_early;
 
 static void on_detach_signal(int sig)
 {
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+
     (void)sig;
     detach_early = 1;
     sluice_session__detach(attached); /* async-signal-safe; nothing if NULL */
+    /* The next one ends sluice: the way out when what was published cannot be
+     * delivered (an output nobody reads), while the guest waits for it. The
+     * kernel then closes the socket and the jitter lets the guest go on. */
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGINT, &dfl, NULL);
+    sigaction(SIGTERM, &dfl, NULL);
+    sigaction(SIGHUP, &dfl, NULL);
 }
 
 /* The session, no longer reachable from the signal handler (which may then come again). */
@@ -829,7 +839,7 @@ static struct sluice_session *detach_none(void)
     return s;
 }
 
-/* SIGINT, SIGTERM (and SIGHUP if @p hup) detach the session from now on. */
+/* SIGINT, SIGTERM (and SIGHUP if @p hup) detach the session from now on; a second ends sluice. */
 static void detach_on_signals(int hup)
 {
     struct sigaction sa = {.sa_handler = on_detach_signal};

@@ -1089,6 +1089,37 @@ def stats_rows(path):
             for t in threads}
 
 
+def case_blocked(c):
+    """An attached dump whose output is a FIFO nobody reads: it cannot deliver what was
+    published, and the guest waits for it (lossless). A SIGINT detaches, which waits for that
+    delivery too; a second SIGINT must end sluice at once, and the guest go on and end with
+    every event counted by `run`'s own consumer. Before, the second SIGINT did nothing: the
+    guest waited until the FIFO's reader went away."""
+    run = Run(c, "blocked", 3, c.xdg)
+    fifo = c.path("blocked.fifo")
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # held, never read
+    try:
+        p = start(c, [c.args.sluice, "attach", str(run.pid), "--tool", "dump", "--raw", "-o",
+                      fifo], "blocked-dump", run.xdg)
+        sigint_ready(p.pid)
+        time.sleep(1)  # the FIFO fills, then the chunk pool, then the rings
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        first = p.poll()
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        rc, _, err = finish(p, 10)
+        c.check(rc == -signal.SIGINT, "attach with a blocked output, two SIGINTs: %s (None: "
+                "still running 10 s after the second), first SIGINT: %s, stderr %r"
+                % (rc, first, err[-300:]))
+        print("blocked: after the first SIGINT %s; the second ended it (%s) in %.2f s"
+              % ("running" if first is None else "exit %s" % first, rc, time.monotonic() - t0))
+        run.finish(60)
+    finally:
+        os.close(reader)
+
+
 def case_stopped(c):
     """Two lossy consumers attached before the guest's first instruction (counters churn:
     300 threads two at a time, each overrunning its 256 KiB ring), one stopped
@@ -1158,7 +1189,8 @@ def case_stopped(c):
 
 CASES = {"windows": case_windows, "kill": case_kill, "uid": case_uid, "garbage": case_garbage,
          "ls": case_ls, "lossy": case_lossy, "rogue": case_rogue, "zero": case_zero,
-         "bare": case_bare, "forks": case_forks, "once": case_once, "stopped": case_stopped}
+         "bare": case_bare, "forks": case_forks, "once": case_once, "stopped": case_stopped,
+         "blocked": case_blocked}
 
 
 def main():
