@@ -583,6 +583,14 @@ def check_writing(args, tmp, data, problems):
     except (OSError, ValueError, KeyError):
         insns = 0
         problems.append("record under ulimit -f: no live stats report")
+    # --tool record's own line after the stop: not "recorded N instructions" (the live count).
+    rc, _, err = common.run([args.sluice, "run", "--tool", "record", "-o", trace + ".2"] + prog,
+                            preexec_fn=limit, extra_env={"SLUICE_RING_BYTES": "256K"})
+    last = err.decode(errors="replace").strip().splitlines()[-1:]
+    print("--tool record under ulimit -f: exit %d, %s" % (rc, last))
+    if rc != 1 or not last or "holds the part recorded before it stopped" not in last[0]:
+        problems.append("--tool record under ulimit -f: exit %d, last line %r: want exit 1 and "
+                        "'holds the part recorded before it stopped'" % (rc, last))
     rc, _, err = sluice(args, ["report", trace, "--json", "-o", live + ".rep"], want_rc=None)
     try:
         with open(live + ".rep") as f:
