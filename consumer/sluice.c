@@ -129,6 +129,14 @@ static int usage_error(const char *fmt, const char *arg)
     return 2;
 }
 
+/* Whether --set values @p a and @p b set the same name (what comes before '='). */
+static int same_set_name(const char *a, const char *b)
+{
+    size_t n = strcspn(a, "=");
+
+    return n == strcspn(b, "=") && strncmp(a, b, n) == 0;
+}
+
 /* The value of option argv[*i] ("--opt V" or "--opt=V"), or NULL. */
 static const char *opt_value(int argc, char **argv, int *i, const char *name)
 {
@@ -313,8 +321,20 @@ static int parse_args(int argc, char **argv, struct run_args *a, enum mode mode)
             if (a->filter.n_sets == sizeof(a->filter.sets) / sizeof(a->filter.sets[0])) {
                 return usage_error("%s", "at most 64 --set options");
             }
+            for (size_t k = 0; k < a->filter.n_sets; k++) {
+                if (same_set_name(a->filter.sets[k], v)) {
+                    char twice[512];
+
+                    snprintf(twice, sizeof(twice), "--set %.*s given twice ('%s', then '%s')",
+                             (int)strcspn(v, "="), v, a->filter.sets[k], v);
+                    return usage_error("%s", twice);
+                }
+            }
             a->filter.sets[a->filter.n_sets++] = v;
         } else if ((v = opt_value(argc, argv, &i, "-o"))) {
+            if (a->out) {
+                return usage_error("-o given twice (the second: '%s')", v);
+            }
             a->out = v;
         } else if (report && (v = opt_value(argc, argv, &i, "--skip"))) {
             if (a->skip_given++) {
@@ -438,6 +458,9 @@ static int resolve(const struct run_args *a, struct run_paths *p)
         return -1;
     }
     p->encoding = getenv(SLUICE_ENCODING_ENV);
+    if (p->encoding && !*p->encoding) {
+        p->encoding = NULL; /* set empty: unset, as an empty SLUICE_RING_BYTES is */
+    }
     if (p->encoding && strcmp(p->encoding, "block") != 0 && strcmp(p->encoding, "insn") != 0) {
         fprintf(stderr, "sluice: %s=%s: want block (the default) or insn\n", SLUICE_ENCODING_ENV,
                 p->encoding);
@@ -862,6 +885,10 @@ static void attach_failed(uint32_t pid, int err)
         fprintf(stderr,
                 "sluice: attach %u: refused to connect: its socket's directory or listener is "
                 "not this user's alone\n",
+                pid);
+    } else if (err == EPROTOTYPE) {
+        fprintf(stderr,
+                "sluice: attach %u: its socket is not a sluice jitter's (not SOCK_SEQPACKET)\n",
                 pid);
     } else if (err == ECONNREFUSED) {
         fprintf(stderr, "sluice: attach %u: process %u has ended (its socket is stale)\n", pid,

@@ -13,6 +13,9 @@ compiles them with clang), run on the x86_64 loops guest:
            reports the first fault once (guest pc, "insn N") and the count
   broken   a C syntax error: exit 2 before the guest starts, clang's message shown
   unknown  --set of a name the filter does not have: exit 2, one line naming it
+  twice    one name --set twice: exit 2 (the last one won, silently)
+  clobber  --record naming the filter's source: exit 2 (-o naming it replaced it by the
+           tool's output, exit 0)
 
   filter_cli.py --sluice build/consumer/sluice --plugin build/tests/e2e/libreftrace.so
                 --guests build/tests/e2e
@@ -149,6 +152,10 @@ def main():
                                             r"broken\.c:\d+:\d+: error:.*clang failed")),
         ("unknown", lambda tmp: check_usage(args, tmp, "unknown", ["--set", "hi=1"],
                                              r"'hi'")),
+        ("twice", lambda tmp: check_usage(args, tmp, "unknown", ["--set", "x=1", "--set", "x=2"],
+                                           r"--set x given twice")),
+        ("clobber", lambda tmp: check_usage(args, tmp, "unknown", ["--record", os.path.join(
+            tmp, "unknown.c")], r"unknown\.c: is the filter")),
     ]
     failed = []
     with tempfile.TemporaryDirectory(prefix="sluice-filter-cli-") as tmp:
