@@ -38,6 +38,7 @@ static struct {
     uint64_t ring_bytes;
     void (*request_flush)(void); /* QEMU's (host_info), NULL until the guest starts */
     int started;                 /* the guest's first thread has started */
+    int exiting;                 /* the process is ending (j_process_exit ran) */
     char arch[16];
     char comm[16];
     int big_endian;
@@ -234,6 +235,15 @@ static void j_thread_start(struct sluice_thread_slot *slot, uint32_t tid)
     struct ring *r;
 
     pthread_mutex_lock(&J.lock);
+    if (J.exiting) {
+        /* Created just as another thread ended the process (its rings are
+         * closed): the kernel ends this one too. A ring made now would never
+         * be closed, and the consumer would say the thread was killed. */
+        pthread_mutex_unlock(&J.lock);
+        for (;;) {
+            pause();
+        }
+    }
     if (!J.started) {
         /* The guest's first thread, before anything is translated: a
          * consumer that attached since init asked for a flush that may
@@ -361,6 +371,9 @@ static void j_process_exit(int status)
     lift_report();
     blocks_report();
     maplog_report();
+    pthread_mutex_lock(&J.lock);
+    J.exiting = 1; /* before the rings are closed: no thread starts after */
+    pthread_mutex_unlock(&J.lock);
     jitter_for_each_ring(close_ring, NULL);
     ctl_process_exit();
 }
@@ -493,6 +506,13 @@ static void note_map(uint64_t at)
     uint64_t w = (uint64_t)SLUICE_TAG_MAP << SLUICE_TAG_SHIFT | (at & SLUICE_PAYLOAD_MASK);
 
     if (at == MAPLOG_NONE || !slot || !slot->ring) {
+        return;
+    }
+    if (ring_final(slot->ring)) {
+        /* The process is exiting and its streams are closed. ring_reserve()
+         * would park this thread here, holding QEMU's mmap lock, which the
+         * exiting thread takes next (preexit_cleanup: the plugins' exit
+         * flushes TBs): it parks at its next TB instead, holding nothing. */
         return;
     }
     put_words(slot, &w, 1);

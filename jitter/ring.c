@@ -811,6 +811,11 @@ void ring_close_final(struct ring *r)
     r->slot->limit = r->slot->cursor;
 }
 
+int ring_final(const struct ring *r)
+{
+    return __atomic_load_n(&r->final, __ATOMIC_ACQUIRE);
+}
+
 void ring_wake_producer(struct ring *r, unsigned slot)
 {
     struct sluice_ring_tail *t = __atomic_load_n(&r->tail[slot], __ATOMIC_ACQUIRE);

@@ -122,6 +122,9 @@ void ring_close(struct ring *r);
  */
 void ring_close_final(struct ring *r);
 
+/** Whether ring_close_final() closed @p r (its process is exiting). Any thread. */
+int ring_final(const struct ring *r);
+
 /**
  * Open consumer slot @p i of @p r for a consumer that starts reading now,
  * its words for this ring at @p tail (a line of its tail file, mapped for

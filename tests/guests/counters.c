@@ -35,6 +35,10 @@
  *                     0; a child not done in 10 s is killed. Prints the children and how
  *                     many hung, exits 1 if any did (a fork while another thread held
  *                     QEMU's clone_lock left it taken in the child: patch 0042)
+ *   spawnexit N       N forked children one after another: in each, a thread starts 64
+ *                     threads that spin forever while the main thread sleeps 1 ms and calls
+ *                     _exit(0), so threads are still starting; the parent prints how many
+ *                     exited 0
  *   fullas N          mmap PROT_NONE until the address space is used up but a 48 MiB hole,
  *                     then fork: the child bumps N times, the parent N times, waits and
  *                     prints its status
@@ -486,6 +490,58 @@ static int mode_forkrace(void)
     pthread_join(spawner, NULL);
     printf("forkrace: %lu children, %lu hung\n", rounds, hung);
     return hung ? 1 : 0;
+}
+
+static void *spin_forever(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        __asm__ volatile("");
+    }
+    return NULL;
+}
+
+static void *start_spinners(void *arg)
+{
+    pthread_t t;
+
+    (void)arg;
+    for (unsigned k = 0; k < 64; k++) {
+        start(&t, spin_forever, NULL);
+    }
+    for (;;) {
+        pause();
+    }
+    return NULL;
+}
+
+static int mode_spawnexit(void)
+{
+    unsigned long ok = 0;
+
+    for (unsigned long i = 0; i < rounds; i++) {
+        pid_t child;
+        int status;
+
+        fflush(stdout);
+        child = fork();
+        if (child < 0) {
+            die("fork");
+        }
+        if (child == 0) {
+            pthread_t t;
+
+            start(&t, start_spinners, NULL);
+            sleep_ms(1);
+            _exit(0); /* while threads start: some are not running yet */
+        }
+        if (waitpid(child, &status, 0) != child) {
+            die("waitpid");
+        }
+        ok += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    }
+    printf("spawnexit: %lu of %lu children exited 0\n", ok, rounds);
+    return 0;
 }
 
 static int mode_lowerfsize(void)
@@ -1289,6 +1345,9 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "forkrace") == 0) {
         map_counters(argv[2], 2);
         return mode_forkrace();
+    } else if (strcmp(mode, "spawnexit") == 0) {
+        map_counters(argv[2], 0);
+        return mode_spawnexit();
     } else if (strcmp(mode, "fullas") == 0) {
         map_counters(argv[2], 2);
         return mode_fullas();
