@@ -209,9 +209,9 @@ static void start(pthread_t *t, void *(*fn)(void *), void *arg)
     }
 }
 
-/* A forked child that bumps counter @p i and exits 0; its pid (stdout flushed first, so the
- * child's exit does not write the parent's buffer again). */
-static pid_t fork_bumping(unsigned i)
+/* fork(), stdout flushed first (so the child's exit does not write the parent's buffer
+ * again); dies if it fails. */
+static pid_t fork_flushed(void)
 {
     pid_t child;
 
@@ -220,6 +220,14 @@ static pid_t fork_bumping(unsigned i)
     if (child < 0) {
         die("fork");
     }
+    return child;
+}
+
+/* A forked child that bumps counter @p i and exits 0; its pid. */
+static pid_t fork_bumping(unsigned i)
+{
+    pid_t child = fork_flushed();
+
     if (child == 0) {
         bump_rounds((void *)counter(i));
         _exit(0);
@@ -472,13 +480,9 @@ static int mode_forkrace(void)
     unsigned long hung = 0;
 
     start(&spawner, spawn_threads, NULL);
-    fflush(stdout);
     for (unsigned long i = 0; i < rounds; i++) {
-        pid_t child = fork();
+        pid_t child = fork_flushed();
 
-        if (child < 0) {
-            die("fork");
-        }
         if (child == 0) {
             start(&t, bump_once, (void *)counter(1));
             pthread_join(t, NULL);
@@ -520,14 +524,9 @@ static int mode_spawnexit(void)
     unsigned long ok = 0;
 
     for (unsigned long i = 0; i < rounds; i++) {
-        pid_t child;
+        pid_t child = fork_flushed();
         int status;
 
-        fflush(stdout);
-        child = fork();
-        if (child < 0) {
-            die("fork");
-        }
         if (child == 0) {
             pthread_t t;
 
