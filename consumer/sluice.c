@@ -24,8 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -134,7 +136,8 @@ static int same_set_name(const char *a, const char *b)
 {
     size_t n = strcspn(a, "=");
 
-    return n == strcspn(b, "=") && strncmp(a, b, n) == 0;
+    /* without '=' neither is a setting: filter_arg_prepare() says what is wrong */
+    return a[n] && n == strcspn(b, "=") && b[n] && strncmp(a, b, n) == 0;
 }
 
 /* The value of option argv[*i] ("--opt V" or "--opt=V"), or NULL. */
@@ -627,27 +630,73 @@ static int same_file(const char *path, const struct stat *st)
     return path && stat(path, &o) == 0 && o.st_dev == st->st_dev && o.st_ino == st->st_ino;
 }
 
+/* Whether process @p pid has the file @p st mapped (/proc/PID/maps: its device and inode). */
+static int mapped_by(uint32_t pid, const struct stat *st)
+{
+    char path[64], line[4352];
+    unsigned major, minor;
+    unsigned long long ino;
+    int found = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+    if (!(f = fopen(path, "re"))) {
+        return 0;
+    }
+    while (!found && fgets(line, sizeof(line), f)) {
+        found = sscanf(line, "%*s %*s %*s %x:%x %llu", &major, &minor, &ino) == 3 && ino &&
+                makedev(major, minor) == st->st_dev && ino == (unsigned long long)st->st_ino;
+    }
+    fclose(f);
+    return found;
+}
+
+/* Whether a recording holds the lock on the regular file at @p path (tf_writer__open's). */
+static int being_recorded(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), busy;
+
+    if (fd < 0) {
+        return 0;
+    }
+    busy = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+    close(fd);
+    return busy;
+}
+
 /*
  * What the existing regular file at @p path is that sluice must not write:
- * the program it runs (@p prog, resolved), the filter (object or source),
- * the trace report reads, or where its stdout or stderr go (the guest's
- * too: both would write it); NULL if none of them, or no file is there.
+ * a file the run needs (@p paths: the program, QEMU, the jitter; NULL for
+ * attach and report), one the attached process @p pid maps (0: none), the
+ * filter (object or source), the trace report reads, a trace another
+ * sluice is recording, or where stdout or stderr go (the guest's too: both
+ * would write it); NULL if none of them, or no file is there.
  */
-static const char *output_clobbers(const char *path, const struct run_args *a, const char *prog)
+static const char *output_clobbers(const char *path, const struct run_args *a,
+                                   const struct run_paths *paths, uint32_t pid)
 {
     struct stat st, fd_st;
 
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
         return NULL; /* a new file, or a device or FIFO: nothing there to destroy */
     }
-    if (same_file(prog, &st)) {
+    if (paths && same_file(paths->prog, &st)) {
         return "is the program to trace";
+    }
+    if (paths && (same_file(paths->qemu, &st) || same_file(paths->jitter, &st))) {
+        return "is the QEMU or the jitter the trace runs";
+    }
+    if (pid && mapped_by(pid, &st)) {
+        return "is mapped by the traced process (its program, a library, QEMU or the jitter)";
     }
     if (same_file(a->filter.path, &st)) {
         return "is the filter";
     }
     if (same_file(a->trace, &st)) {
         return "is the trace file report reads";
+    }
+    if (being_recorded(path)) {
+        return "another sluice is recording into it";
     }
     for (int fd = 1; fd <= 2; fd++) {
         if (fstat(fd, &fd_st) == 0 && fd_st.st_dev == st.st_dev && fd_st.st_ino == st.st_ino) {
@@ -660,9 +709,9 @@ static const char *output_clobbers(const char *path, const struct run_args *a, c
 
 /* Refuse (one line, 1) an output @p path that output_clobbers(); 0 if it may be written. */
 static int refuse_clobber(const char *opt, const char *path, const struct run_args *a,
-                          const char *prog)
+                          const struct run_paths *paths)
 {
-    const char *why = path ? output_clobbers(path, a, prog) : NULL;
+    const char *why = path ? output_clobbers(path, a, paths, a->pid) : NULL;
 
     if (why) {
         fprintf(stderr, "sluice: %s %s: %s; give another file\n", opt, path, why);
@@ -673,10 +722,11 @@ static int refuse_clobber(const char *opt, const char *path, const struct run_ar
 /*
  * Open the tool's output (-o FILE, else stderr) and check the trace file
  * (--record) can be written, before anything starts and before either is
- * emptied: neither may name an input (@p prog: the resolved program, or
- * NULL) nor the other. Returns 0, or 2 after one line on stderr.
+ * emptied: neither may name an input (output_clobbers(); @p paths: run's,
+ * or NULL) nor the other. Returns 0, or 2 after one line on stderr.
  */
-static int open_outputs(const struct run_args *a, struct tool_env *env, const char *prog)
+static int open_outputs(const struct run_args *a, struct tool_env *env,
+                        const struct run_paths *paths)
 {
     struct stat rec, out;
     int fd, created = 0;
@@ -692,7 +742,9 @@ static int open_outputs(const struct run_args *a, struct tool_env *env, const ch
         env->out = stdout;
         env->name = "stdout";
     }
-    if (refuse_clobber("-o", path, a, prog) || refuse_clobber("--record", a->record, a, prog)) {
+    /* --tool record's trace is -o's (a->record set from it) */
+    if (refuse_clobber("-o", path, a, paths) ||
+        refuse_clobber(a->tool == &tool_record ? "-o" : "--record", a->record, a, paths)) {
         return 2;
     }
     if (a->record) {
@@ -782,7 +834,7 @@ static int cmd_run(int argc, char **argv)
         filter_arg_cleanup(&a.filter);
         return 2;
     }
-    if (open_outputs(&a, &env, paths.prog)) {
+    if (open_outputs(&a, &env, &paths)) {
         filter_arg_cleanup(&a.filter);
         return 2;
     }

@@ -1120,6 +1120,27 @@ def case_blocked(c):
         os.close(reader)
 
 
+def case_clobber(c):
+    """attach -o (or --record) naming the traced program, a file its QEMU maps: refused in one
+    line, exit 2, the program whole. It was emptied and written with the report (attach exit
+    0), and the guest died of SIGBUS when it next ran code from it."""
+    prog = c.path("clobber-prog")
+    shutil.copy(c.prog, prog)
+    size = os.path.getsize(prog)
+    run = Run(c, "clobber", 2, c.xdg, cmd=[prog, "2"])
+    for opt in ("-o", "--record"):
+        p = start(c, [c.args.sluice, "attach", str(run.pid), opt, prog], "clobber" + opt,
+                  run.xdg)
+        rc, _, err = finish(p, 20)
+        c.check(rc == 2 and b"is mapped by the traced process" in err
+                and os.path.getsize(prog) == size,
+                "attach %s naming the traced program: exit %s, stderr %r, program %d of %d "
+                "bytes" % (opt, rc, err[-300:], os.path.getsize(prog), size))
+        print("attach %s naming the traced program: exit %s, %s" % (
+            opt, rc, err.strip().decode(errors="replace")))
+    run.finish(60)
+
+
 def case_stopped(c):
     """Two lossy consumers attached before the guest's first instruction (counters churn:
     300 threads two at a time, each overrunning its 256 KiB ring), one stopped
@@ -1190,7 +1211,7 @@ def case_stopped(c):
 CASES = {"windows": case_windows, "kill": case_kill, "uid": case_uid, "garbage": case_garbage,
          "ls": case_ls, "lossy": case_lossy, "rogue": case_rogue, "zero": case_zero,
          "bare": case_bare, "forks": case_forks, "once": case_once, "stopped": case_stopped,
-         "blocked": case_blocked}
+         "blocked": case_blocked, "clobber": case_clobber}
 
 
 def main():

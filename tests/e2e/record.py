@@ -524,6 +524,20 @@ def check_clobber(args, tmp, data, problems):
             break
         time.sleep(0.02)
     rc, _, err = sluice(args, ["run", "--record", shared, "--", prog, data], want_rc=None)
+    # -o naming the file being recorded, and -o beside a --record that is refused: nothing
+    # emptied (-o overwrote the recording, exit 0; -o was emptied before the refusal).
+    kept = os.path.join(tmp, "kept-too.txt")
+    with open(kept, "w") as f:
+        f.write("precious\n")
+    for what, cmd in (("-o naming it", ["-o", shared]),
+                      ("-o beside it", ["--record", shared, "-o", kept])):
+        rc3, _, err3 = sluice(args, ["run"] + cmd + ["--", prog, data], want_rc=None)
+        print("%s while it is recorded: exit %d, %s" % (what, rc3, err3.strip()))
+        if rc3 != 2 or "another sluice is recording into it" not in err3:
+            problems.append("%s while it is recorded: exit %d, %r: want exit 2" % (what, rc3,
+                                                                                  err3))
+    if open(kept).read() != "precious\n":
+        problems.append("-o beside a --record refused for its lock: -o was emptied")
     rc1 = first.wait(timeout=120)
     rc2, _, err2 = sluice(args, ["report", shared], want_rc=None)
     print("a second recording into one file: exit %d, %s; the first: exit %d; report: exit %d"
