@@ -580,16 +580,6 @@ static void first_message(unsigned i, int fd)
     pthread_mutex_unlock(&reg.lock);
 }
 
-/*
- * A connection on the listening socket: a pending entry, or refused. All
- * under reg.lock, which fork(2) waits for (ctl_fork_prepare): a child never
- * inherits a connection caught between accept and its registration.
- * Returns 0; -1 if none could be accepted for want of a descriptor, the
- * spare's too (the control thread then stops polling the socket for a
- * while, instead of spinning on a connection it cannot take); -2 if none
- * could be while the spare serves another connection (it polls again once
- * the spare is back).
- */
 /* A connection from the listening socket, its peer's uid in @p uid; or -1, errno in @p err. */
 static int accept_locked(uint32_t *uid, int *err)
 {
@@ -602,6 +592,16 @@ static int accept_locked(uint32_t *uid, int *err)
     return fd;
 }
 
+/*
+ * A connection on the listening socket: a pending entry, or refused. All
+ * under reg.lock, which fork(2) waits for (ctl_fork_prepare): a child never
+ * inherits a connection caught between accept and its registration.
+ * Returns 0; -1 if none could be accepted for want of a descriptor, the
+ * spare's too (the control thread then stops polling the socket for a
+ * while, instead of spinning on a connection it cannot take); -2 if none
+ * could be while the spare serves another connection (it polls again once
+ * the spare is back).
+ */
 static int accept_one(void)
 {
     uint32_t uid;
