@@ -453,6 +453,7 @@ static void end_recording(struct sluice_session *s)
     err = tf_writer__close(s->rec, s->err_code, sluice_session__detached(s), s->err, why,
                            sizeof(why));
     s->rec = NULL;
+    s->rec_err = err;
     if (err) {
         session_error(s, err, "%s", why);
     }
@@ -574,6 +575,11 @@ int sluice_file__changed(const struct sluice_thread_info *t, const char *path, c
         snprintf(why, n, "%s", f->why);
     }
     return state == 2;
+}
+
+int sluice_session__record_error(const struct sluice_session *s)
+{
+    return s->rec_err;
 }
 
 size_t sluice_session__salvaged(const struct sluice_session *s, uint64_t *bytes)

@@ -5,7 +5,6 @@
  * .record). Main thread only; its one line goes to stderr, so that the
  * guest's stdout stays the guest's.
  */
-#include <string.h>
 #include <sys/stat.h>
 
 #include "tools.h"
@@ -18,22 +17,6 @@ static void setup(struct tool_env *env, struct sluice_callbacks *cb)
     env->tool_out_none = 1; /* its one line comes after the trace */
 }
 
-/* Whether the session says the recording into @p path stopped before the trace ended. */
-static int stopped_early(struct sluice_session *s, const char *path)
-{
-    const char *msgs[17];
-    size_t n = sluice_session__errors(s, msgs, 17);
-    char what[300];
-
-    snprintf(what, sizeof(what), "recording %s stopped", path);
-    for (size_t i = 0; i < n; i++) {
-        if (strstr(msgs[i], what)) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 static int report(struct tool_env *env, struct sluice_session *s, double seconds)
 {
     struct sluice_counts total;
@@ -43,7 +26,7 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     if (!env->record || stat(env->record, &st) < 0) {
         return 0; /* the session said why already */
     }
-    if (stopped_early(s, env->record)) {
+    if (sluice_session__record_error(s)) {
         /* Not "recorded": the file holds only the part before the stop. */
         fprintf(stderr,
                 "sluice: traced %llu instructions of %zu thread%s in %.2f s; %s holds the part "

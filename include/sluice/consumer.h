@@ -473,6 +473,16 @@ int sluice_process__list(struct sluice_process_info *out, size_t max);
 int sluice_session__run(struct sluice_session *s);
 
 /**
+ * Whether the recording (sluice_consumer_opts.record) stopped before the
+ * session ended: a failed write (a full disk, `ulimit -f`) keeps only the
+ * whole frames before it. Call after sluice_session__run() returned.
+ * @return 0 if the file holds the whole session (or nothing was recorded),
+ *         else the negative errno that stopped it (its one-line message is
+ *         among sluice_session__errors()).
+ */
+int sluice_session__record_error(const struct sluice_session *s);
+
+/**
  * Threads whose producer ended without closing its ring (its process was
  * killed, or a sibling thread's execve ended it): their records written
  * after the last publish were recovered from the ring (see record.h).
