@@ -35,6 +35,13 @@
  *                     0; a child not done in 10 s is killed. Prints the children and how
  *                     many hung, exits 1 if any did (a fork while another thread held
  *                     QEMU's clone_lock left it taken in the child: patch 0042)
+ *   forkstorm N       two threads start and join threads one after another (each its own
+ *                     counter, 0 and 1) while four threads each fork N children one after
+ *                     another: each child starts a thread that bumps counter 2 + the
+ *                     forker's index once, joins it and exits 0; a child not done in 10 s
+ *                     is killed. Prints the children and how many hung, exits 1 if any
+ *                     did (a fork while another thread held a lock of glib's slice
+ *                     allocator left it taken in the child: patch 0043)
  *   spawnexit N       N forked children one after another: in each, a thread starts 64
  *                     threads that spin forever while the main thread sleeps 1 ms and calls
  *                     _exit(0), so threads are still starting; the parent prints how many
@@ -440,14 +447,14 @@ static void *bump_once(void *arg)
     return NULL;
 }
 
-/* Start and join threads one after another until forkrace_stop. */
+/* Start and join threads one after another until forkrace_stop; each bumps counter
+ * @p arg once. */
 static void *spawn_threads(void *arg)
 {
     pthread_t t;
 
-    (void)arg;
     while (!forkrace_stop) {
-        start(&t, bump_once, (void *)counter(0));
+        start(&t, bump_once, arg);
         pthread_join(t, NULL);
     }
     return NULL;
@@ -479,7 +486,7 @@ static int mode_forkrace(void)
     pthread_t spawner, t;
     unsigned long hung = 0;
 
-    start(&spawner, spawn_threads, NULL);
+    start(&spawner, spawn_threads, (void *)counter(0));
     for (unsigned long i = 0; i < rounds; i++) {
         pid_t child = fork_flushed();
 
@@ -493,6 +500,51 @@ static int mode_forkrace(void)
     forkrace_stop = 1;
     pthread_join(spawner, NULL);
     printf("forkrace: %lu children, %lu hung\n", rounds, hung);
+    return hung ? 1 : 0;
+}
+
+/* One forking thread of forkstorm: @p arg is its index. */
+static void *fork_children(void *arg)
+{
+    unsigned i = (unsigned)(uintptr_t)arg;
+    unsigned long hung = 0;
+    pthread_t t;
+
+    for (unsigned long k = 0; k < rounds; k++) {
+        pid_t child = fork_flushed();
+
+        if (child == 0) {
+            start(&t, bump_once, (void *)counter(2 + i));
+            pthread_join(t, NULL);
+            _exit(0);
+        }
+        hung += !reaped_in_time(child);
+    }
+    return (void *)(uintptr_t)hung;
+}
+
+static int mode_forkstorm(void)
+{
+    pthread_t spawner[2], forker[4];
+    unsigned long hung = 0;
+
+    for (unsigned i = 0; i < 2; i++) {
+        start(&spawner[i], spawn_threads, (void *)counter(i));
+    }
+    for (unsigned i = 0; i < 4; i++) {
+        start(&forker[i], fork_children, (void *)(uintptr_t)i);
+    }
+    for (unsigned i = 0; i < 4; i++) {
+        void *h;
+
+        pthread_join(forker[i], &h);
+        hung += (uintptr_t)h;
+    }
+    forkrace_stop = 1;
+    for (unsigned i = 0; i < 2; i++) {
+        pthread_join(spawner[i], NULL);
+    }
+    printf("forkstorm: %lu children, %lu hung\n", 4 * rounds, hung);
     return hung ? 1 : 0;
 }
 
@@ -1344,6 +1396,9 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "forkrace") == 0) {
         map_counters(argv[2], 2);
         return mode_forkrace();
+    } else if (strcmp(mode, "forkstorm") == 0) {
+        map_counters(argv[2], 6);
+        return mode_forkstorm();
     } else if (strcmp(mode, "spawnexit") == 0) {
         map_counters(argv[2], 0);
         return mode_spawnexit();
