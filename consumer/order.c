@@ -113,6 +113,7 @@ static void *order_thread(void *arg)
 {
     struct order *o = arg;
 
+    pthread_setname_np(pthread_self(), "sluice-order"); /* for top -H, perf, gdb */
     pthread_mutex_lock(&o->lock);
     for (;;) {
         struct order_entry *batch = o->incoming;

@@ -64,6 +64,7 @@ static void *progress_thread(void *arg)
     double t0 = now(), last_t = t0;
     uint64_t last = 0;
 
+    pthread_setname_np(pthread_self(), "sluice-progress"); /* for top -H, perf, gdb */
     pthread_mutex_lock(&p->lock);
     while (!p->stop) {
         struct sluice_progress f;

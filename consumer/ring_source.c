@@ -344,6 +344,7 @@ static void *ring_thread(void *arg)
 {
     struct ring_state *r = arg;
 
+    pthread_setname_np(pthread_self(), "sluice-reader"); /* for top -H, perf, gdb */
     for (;;) {
         if (detached_here(r)) {
             break;

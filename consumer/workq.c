@@ -15,6 +15,7 @@ static void *worker(void *arg)
 {
     struct workq *q = arg;
 
+    pthread_setname_np(pthread_self(), "sluice-worker"); /* for top -H, perf, gdb */
     for (;;) {
         struct chunk *c;
 
