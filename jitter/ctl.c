@@ -80,6 +80,9 @@ static struct {
      * answered (INFO) or refused with the reason instead of left waiting;
      * taken again when a descriptor of ours is closed. */
     int spare_fd;
+    /* The thread whose execve (or SIGKILL of itself) took the socket's file away, 0 if
+     * none: its next syscall return is that syscall failing (ctl_exec_failed()). */
+    pid_t exec_tid;
     char arch[16];
     char comm[16];
 } reg = {
@@ -912,4 +915,33 @@ void ctl_fork_child(void)
 void ctl_process_exit(void)
 {
     ctl_sock_unlink();
+}
+
+void ctl_exec_start(void)
+{
+    if (reg.listen_fd >= 0) {
+        ctl_sock_unlink();
+        __atomic_store_n(&reg.exec_tid, (pid_t)gettid(), __ATOMIC_RELAXED);
+    }
+}
+
+void ctl_exec_failed(void)
+{
+    char why[256];
+    int fd;
+
+    if (__atomic_load_n(&reg.exec_tid, __ATOMIC_RELAXED) != (pid_t)gettid()) {
+        return; /* the common case: no exec, or another thread's */
+    }
+    __atomic_store_n(&reg.exec_tid, 0, __ATOMIC_RELAXED);
+    fd = ctl_sock_listen(why, sizeof(why));
+    if (fd < 0) {
+        fprintf(stderr, "sluice-jitter: consumers cannot attach at run time any more: %s\n", why);
+        return;
+    }
+    /* Onto the same descriptor number, which fds.c protects and the control thread polls. */
+    if (dup3(fd, reg.listen_fd, O_CLOEXEC) < 0) {
+        ctl_sock_unlink();
+    }
+    close(fd);
 }

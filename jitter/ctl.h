@@ -77,4 +77,19 @@ void ctl_fork_child(void);
 /** The process ends (exit, fatal signal): remove its socket file. */
 void ctl_process_exit(void);
 
+/**
+ * Exclusive, before a syscall that ends the process if it succeeds (execve,
+ * a SIGKILL of itself): remove its socket file now, as nothing of ours runs
+ * after it (a forked child's exec left one stale file per command a traced
+ * shell ran). Consumers already attached stay attached.
+ */
+void ctl_exec_start(void);
+
+/**
+ * Any vCPU thread, at each syscall return: if this thread's syscall was the
+ * one ctl_exec_start() came before, it failed and the process goes on:
+ * listen on a socket file again, on the same descriptor. Else nothing.
+ */
+void ctl_exec_failed(void);
+
 #endif /* SLUICE_JITTER_CTL_H */

@@ -381,6 +381,7 @@ static void j_process_exit(int status)
 static void j_publish_all(void)
 {
     jitter_for_each_ring(publish_ring, NULL);
+    ctl_exec_start();
 }
 
 /* Held across fork so the child never inherits it locked mid-update. */
@@ -535,6 +536,7 @@ static void j_syscall_return(struct sluice_thread_slot *slot, int num, int64_t r
     uint64_t w[2] = {(uint64_t)SLUICE_TAG_SYSRET << SLUICE_TAG_SHIFT | (uint32_t)num,
                      (uint64_t)ret};
 
+    ctl_exec_failed(); /* if it was an execve that failed */
     if (J.syscalls && slot->ring) {
         put_words(slot, w, 2);
     }

@@ -34,7 +34,10 @@ exit 0 with an untraced run's stdout and count exactly what the reference does.
            too many ended threads' rings), it exits once continued and says why;
            the other's delivered + lost equals the reference, per thread
 
-windows, kill and uid use a private XDG_RUNTIME_DIR, garbage and ls none.
+  execsock a traced shell's commands (fork, exec) leave no socket file behind; a
+           process whose execve failed is listed again
+
+windows, kill, uid and execsock use a private XDG_RUNTIME_DIR, garbage and ls none.
 
   attach.py CASE --sluice build/consumer/sluice --plugin build/tests/e2e/libreftrace.so
             --guests build/tests/e2e [--keep DIR]
@@ -1208,10 +1211,46 @@ def case_stopped(c):
                                             if err.strip() else "", len(got), sum(ref.values())))
 
 
+def case_execsock(c):
+    """A traced shell's children exec native programs: each child's socket file went with it
+    only if it exited, so every command the shell ran left one behind (10 commands, 10 stale
+    files in the directory `sluice ls` reads). And an execve that fails leaves the process
+    traced: it must be listed again while it goes on, and its file gone once it ends."""
+    sdir = os.path.join(c.xdg, "sluice")
+
+    def left():
+        return sorted(os.listdir(sdir)) if os.path.isdir(sdir) else []
+
+    p = start(c, [c.args.sluice, "run", "-o", "/dev/null", "--", "/bin/sh", "-c",
+                  "for i in 1 2 3 4 5 6 7 8 9 10; do /bin/true; done"], "execsock-sh", c.xdg)
+    rc, _, err = finish(p, 120)
+    c.check(rc == 0, "sh: sluice exit %s, stderr %r" % (rc, err[-300:]))
+    after_sh = left()
+    c.check(after_sh == [], "after a shell ran 10 commands, left in %s: %s" % (sdir, after_sh))
+    fifo = os.path.join(c.tmp, "execsock.fifo")
+    os.mkfifo(fifo)
+    p = start(c, [c.args.sluice, "run", "-o", "/dev/null", "--", "/bin/bash", "-c",
+                  "shopt -s execfail; exec /nonexistent; read -t 60 x <> %s; true" % fifo],
+              "execsock-bash", c.xdg)
+    listed, end = [], time.monotonic() + 30
+    while not listed and time.monotonic() < end and p.poll() is None:
+        time.sleep(0.2)
+        rc, out, _ = common.run([c.args.sluice, "ls"], extra_env={"XDG_RUNTIME_DIR": c.xdg})
+        listed = [l for l in out.decode(errors="replace").splitlines() if " bash " in l]
+    c.check(listed != [], "bash after a failed execve: not listed by sluice ls")
+    with open(fifo, "w") as f:
+        f.write("go\n")
+    rc, _, err = finish(p, 60)
+    c.check(rc == 0, "bash: sluice exit %s, stderr %r" % (rc, err[-300:]))
+    c.check(left() == [], "after bash ended, left in %s: %s" % (sdir, left()))
+    print("execsock: %d socket files left after 10 commands; after a failed execve: %s"
+          % (len(after_sh), listed[0].strip() if listed else "not listed"))
+
+
 CASES = {"windows": case_windows, "kill": case_kill, "uid": case_uid, "garbage": case_garbage,
          "ls": case_ls, "lossy": case_lossy, "rogue": case_rogue, "zero": case_zero,
          "bare": case_bare, "forks": case_forks, "once": case_once, "stopped": case_stopped,
-         "blocked": case_blocked, "clobber": case_clobber}
+         "blocked": case_blocked, "clobber": case_clobber, "execsock": case_execsock}
 
 
 def main():
