@@ -44,10 +44,9 @@ static struct {
 static int open_read_only(int fd)
 {
     char path[64];
-    int ro;
+    int dir = fds_proc_self_fd(fd, path, sizeof(path)), ro;
 
-    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-    ro = open(path, O_RDONLY | O_CLOEXEC);
+    ro = openat(dir, path, O_RDONLY | O_CLOEXEC);
     return ro < 0 ? -errno : ro;
 }
 

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -177,6 +178,26 @@ int fds_spare(void)
     }
     close(fd);
     return 0;
+}
+
+/* /proc, opened once (proc_open()), registered; -1 if it could not be. */
+static int proc_fd = -1;
+static pthread_once_t proc_once = PTHREAD_ONCE_INIT;
+
+static void proc_open(void)
+{
+    int fd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+    if (fd >= 0 && fds_adopt(fd, &proc_fd) < 0) {
+        close(fd);
+    }
+}
+
+int fds_proc_self_fd(int fd, char *path, size_t n)
+{
+    pthread_once(&proc_once, proc_open);
+    snprintf(path, n, "%sself/fd/%d", proc_fd >= 0 ? "" : "/proc/", fd);
+    return proc_fd >= 0 ? proc_fd : AT_FDCWD;
 }
 
 void fds_lock(void)

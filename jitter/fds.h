@@ -17,6 +17,7 @@
 #ifndef SLUICE_JITTER_FDS_H
 #define SLUICE_JITTER_FDS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /**
@@ -34,6 +35,17 @@
  *         stays as it is, registered nowhere.
  */
 int fds_adopt(int fd, int *home);
+
+/**
+ * Where to find this process's descriptor @p fd under /proc: writes into
+ * @p path (@p n bytes) a name to open or readlink relative to the returned
+ * directory descriptor. The directory is /proc itself, opened at the first
+ * call (arena_open() at init, before the guest runs) and kept: it still works after
+ * the guest chroot()s into a tree without /proc, and "self" is the caller's
+ * process, also in a forked child. If it could not be opened, returns
+ * AT_FDCWD and an absolute /proc path. Any thread.
+ */
+int fds_proc_self_fd(int fd, char *path, size_t n);
 
 /** The descriptor registered at @p from now lives at @p to (its number is copied there). */
 void fds_move(int *from, int *to);

@@ -51,6 +51,10 @@
  *                     prints its status
  *   fdfull            open /dev/null until it fails, print how many and why (flushed),
  *                     then bump forever: a guest that holds every descriptor it may
+ *   chroot N          chroot() into FILE.jail (made empty), then a forked child bumps
+ *                     counter 1 N times while the parent bumps counter 0 N times; the
+ *                     parent prints the child's status (a chroot without /proc once left
+ *                     QEMU's jitter unable to make the child's ring arena)
  *   lowerfsize N      setrlimit(RLIMIT_FSIZE) to 1 MiB, then 4 threads bump N times each;
  *                     then a forked child bumps N times; the parent prints the child's
  *                     status and exits 0 whatever it is (a parent that does not look)
@@ -107,6 +111,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/shm.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -611,6 +616,23 @@ static int mode_lowerfsize(void)
     }
     wait_and_say(fork_bumping(4));
     return 0;
+}
+
+static int mode_chroot(const char *file)
+{
+    char jail[4096];
+    pid_t child;
+
+    snprintf(jail, sizeof(jail), "%s.jail", file);
+    if ((mkdir(jail, 0700) != 0 && errno != EEXIST) || chroot(jail) != 0 || chdir("/") != 0) {
+        die("chroot");
+    }
+    int status;
+
+    child = fork_bumping(1);
+    bump_rounds((void *)counter(0));
+    status = wait_and_say(child);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
 static int mode_closefds(void)
@@ -1396,6 +1418,9 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "forkrace") == 0) {
         map_counters(argv[2], 2);
         return mode_forkrace();
+    } else if (strcmp(mode, "chroot") == 0) {
+        map_counters(argv[2], 2);
+        return mode_chroot(argv[2]);
     } else if (strcmp(mode, "forkstorm") == 0) {
         map_counters(argv[2], 6);
         return mode_forkstorm();
