@@ -400,8 +400,10 @@ static void *ring_thread(void *arg)
 
 /*
  * A ring this session knows: the same place while we still map it, or the
- * same thread ever. (The jitter reuses the place of a ring every consumer
- * has closed and said done to: on_end().) Control thread.
+ * same thread of the same process ever: its pid, ring number and arena (a
+ * memfd per process; the kernel gives a pid to another process once it is
+ * free, also within one session). (The jitter reuses the place of a ring
+ * every consumer has closed and said done to: on_end().) Control thread.
  */
 static int known_ring(struct sluice_session *s, const struct ring_reader *rd)
 {
@@ -410,8 +412,9 @@ static int known_ring(struct sluice_session *s, const struct ring_reader *rd)
 
     pthread_mutex_lock(&s->rings_lock); /* on_end() unmaps under it */
     for (r = s->rings; r && !known; r = r->next) {
-        known = (r->rd.map && r->rd.ino == rd->ino && r->rd.offset == rd->offset) ||
-                (r->info.pid == rd->hdr->pid && r->info.seq == rd->hdr->seq);
+        known =
+            (r->rd.map && r->rd.ino == rd->ino && r->rd.offset == rd->offset) ||
+            (r->info.pid == rd->hdr->pid && r->info.seq == rd->hdr->seq && r->rd.ino == rd->ino);
     }
     pthread_mutex_unlock(&s->rings_lock);
     return known;

@@ -43,11 +43,10 @@ static struct {
 /* A read-only descriptor of memfd @p fd (its /proc name opened O_RDONLY), or -errno. */
 static int open_read_only(int fd)
 {
-    char path[64];
-    int dir = fds_proc_self_fd(fd, path, sizeof(path)), ro;
+    char name[32];
 
-    ro = openat(dir, path, O_RDONLY | O_CLOEXEC);
-    return ro < 0 ? -errno : ro;
+    snprintf(name, sizeof(name), "self/fd/%d", fd);
+    return fds_proc_open(name, O_RDONLY | O_CLOEXEC);
 }
 
 int arena_open(void)

@@ -25,6 +25,7 @@
  * the later ones by ctl_announce().
  */
 #include "ctl.h"
+#include "ids.h"
 #include "arena.h"
 #include "ctl_sock.h"
 #include "fds.h"
@@ -185,7 +186,7 @@ static void tell_dropped(unsigned i, const char *why)
 {
     struct sluice_ctl_msg m = {.type = SLUICE_CTL_REFUSED, .version = SLUICE_CTL_VERSION};
 
-    m.pid = (uint32_t)getpid();
+    m.pid = ids_pid(NULL);
     m.slot = i;
     snprintf(m.arch, sizeof(m.arch), "%s", reg.arch);
     snprintf(m.error, sizeof(m.error), "%s", why);
@@ -320,7 +321,7 @@ void ctl_abort(uint32_t tid, const char *why, int forked_child)
     struct sluice_ctl_msg m = {.type = SLUICE_CTL_ABORT, .version = SLUICE_CTL_VERSION};
     time_t until = now_s() + SEND_SECONDS;
 
-    m.pid = (uint32_t)getpid();
+    m.pid = ids_pid(NULL);
     m.tid = tid;
     snprintf(m.arch, sizeof(m.arch), "%s", reg.arch);
     snprintf(m.error, sizeof(m.error), "%s", why);
@@ -373,7 +374,7 @@ static void refuse(int fd, const char *why)
     struct sluice_ctl_msg r = {.type = SLUICE_CTL_REFUSED, .version = SLUICE_CTL_VERSION};
     char drop[sizeof(r)];
 
-    r.pid = (uint32_t)getpid();
+    r.pid = ids_pid(NULL);
     snprintf(r.arch, sizeof(r.arch), "%s", reg.arch);
     snprintf(r.error, sizeof(r.error), "%s", why);
     (void)send_on(fd, &r, -1, MSG_DONTWAIT);
@@ -395,7 +396,7 @@ static void gone(unsigned i)
         fprintf(stderr,
                 "sluice-jitter: the consumer that started pid %d left before %u more "
                 "attached: the guest starts now\n",
-                (int)getpid(), reg.waiting);
+                (int)ids_pid(NULL), reg.waiting);
         reg.waiting = 0;
         pthread_cond_broadcast(&reg.attached);
     }
@@ -446,7 +447,7 @@ static int welcome(unsigned i, time_t until)
     size_t once;
     int err;
 
-    w.pid = (uint32_t)getpid();
+    w.pid = ids_pid(NULL);
     w.slot = i;
     w.tail_bytes = SLUICE_TAIL_BYTES;
     once = once_claimed();
@@ -519,7 +520,7 @@ static void describe(unsigned i)
     struct sluice_ctl_msg m = {.type = SLUICE_CTL_INFO, .version = SLUICE_CTL_VERSION};
     unsigned k;
 
-    m.pid = (uint32_t)getpid();
+    m.pid = ids_pid(NULL);
     snprintf(m.arch, sizeof(m.arch), "%s", reg.arch);
     snprintf(m.comm, sizeof(m.comm), "%s", reg.comm);
     jitter_for_each_ring(count_ring, &m);
@@ -866,7 +867,7 @@ void ctl_wait_attach(void)
     if (reg.waiting > 0) {
         fprintf(stderr,
                 "sluice-jitter: pid %d waits for %u consumer%s to attach (sluice attach %d)\n",
-                (int)getpid(), reg.waiting, reg.waiting == 1 ? "" : "s", (int)getpid());
+                (int)ids_pid(NULL), reg.waiting, reg.waiting == 1 ? "" : "s", (int)ids_pid(NULL));
     }
     while (reg.waiting > 0) {
         pthread_cond_wait(&reg.attached, &reg.lock);
@@ -908,7 +909,7 @@ void ctl_fork_child(void)
         fprintf(stderr,
                 "sluice-jitter: child %d has no control thread: its consumers' hang-ups "
                 "go unnoticed\n",
-                (int)getpid());
+                (int)ids_pid(NULL));
     }
 }
 

@@ -13,6 +13,7 @@
  * path; never blocks (the socket is non-blocking).
  */
 #include "ctl_sock.h"
+#include "ids.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -27,7 +28,7 @@
 
 /* The socket file this process made, "" if none. */
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-static pid_t sock_pid;
+static uint32_t sock_pid;
 
 /* Make (or check) the directory: ours, a directory, nobody else's to enter. */
 static int private_dir(const char *dir, char *why, size_t n)
@@ -58,7 +59,7 @@ int ctl_sock_listen(char *why, size_t n)
 
     /* Bound as PATH.new, renamed to PATH once listening (see below): room for ".new". */
     if (sluice_ctl_dir(dir, sizeof(dir), 1) < 0 ||
-        sluice_ctl_socket_path(path, sizeof(path) - 4, dir, (uint32_t)getpid()) < 0) {
+        sluice_ctl_socket_path(path, sizeof(path) - 4, dir, ids_pid(NULL)) < 0) {
         snprintf(why, n, "the socket's path is longer than %zu bytes", sizeof(a.sun_path) - 5);
         return -1;
     }
@@ -87,7 +88,7 @@ int ctl_sock_listen(char *why, size_t n)
         return -1;
     }
     memcpy(sock_path, path, sizeof(sock_path));
-    sock_pid = getpid();
+    sock_pid = ids_pid(NULL);
     return fd;
 }
 
@@ -111,7 +112,7 @@ int ctl_sock_accept(int listen_fd, uint32_t *uid)
 void ctl_sock_unlink(void)
 {
     /* Only the process that made it: a forked child made its own. */
-    if (sock_path[0] && sock_pid == getpid()) {
+    if (sock_path[0] && sock_pid == ids_pid(NULL)) {
         (void)unlink(sock_path);
     }
     sock_path[0] = '\0';

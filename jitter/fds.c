@@ -193,11 +193,42 @@ static void proc_open(void)
     }
 }
 
-int fds_proc_self_fd(int fd, char *path, size_t n)
+/* Where @p name under /proc is: @p path (@p n bytes) relative to the returned directory,
+ * or absolute and AT_FDCWD. Called with the lock held (a guest's dup2 moves proc_fd). */
+static int proc_path(const char *name, char *path, size_t n)
 {
-    pthread_once(&proc_once, proc_open);
-    snprintf(path, n, "%sself/fd/%d", proc_fd >= 0 ? "" : "/proc/", fd);
+    snprintf(path, n, "%s%s", proc_fd >= 0 ? "" : "/proc/", name);
     return proc_fd >= 0 ? proc_fd : AT_FDCWD;
+}
+
+int fds_proc_open(const char *name, int flags)
+{
+    char path[64];
+    int fd;
+
+    pthread_once(&proc_once, proc_open);
+    pthread_mutex_lock(&fdreg.lock);
+    fd = openat(proc_path(name, path, sizeof(path)), path, flags);
+    if (fd < 0) {
+        fd = -errno;
+    }
+    pthread_mutex_unlock(&fdreg.lock);
+    return fd;
+}
+
+ssize_t fds_proc_readlink(const char *name, char *buf, size_t n)
+{
+    char path[64];
+    ssize_t len;
+
+    pthread_once(&proc_once, proc_open);
+    pthread_mutex_lock(&fdreg.lock);
+    len = readlinkat(proc_path(name, path, sizeof(path)), path, buf, n);
+    if (len < 0) {
+        len = -errno;
+    }
+    pthread_mutex_unlock(&fdreg.lock);
+    return len;
 }
 
 void fds_lock(void)

@@ -19,11 +19,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /**
  * Most descriptors the jitter holds at once: the arena (read-write and
- * read-only), the listening socket and its spare (ctl.c), 16 consumers and
- * their tail files, 8 pending connections, and room.
+ * read-only), /proc, the listening socket and its spare (ctl.c), 16
+ * consumers and their tail files, 8 pending connections, and room.
  */
 #define FDS_MAX 48
 
@@ -37,15 +38,23 @@
 int fds_adopt(int fd, int *home);
 
 /**
- * Where to find this process's descriptor @p fd under /proc: writes into
- * @p path (@p n bytes) a name to open or readlink relative to the returned
- * directory descriptor. The directory is /proc itself, opened at the first
- * call (arena_open() at init, before the guest runs) and kept: it still works after
- * the guest chroot()s into a tree without /proc, and "self" is the caller's
- * process, also in a forked child. If it could not be opened, returns
- * AT_FDCWD and an absolute /proc path. Any thread.
+ * open(2) @p name under /proc ("self/fd/3", "thread-self"...) with @p flags.
+ * The jitter keeps /proc open from the first call (arena_open() at init,
+ * before the guest runs): it still works after the guest chroot()s into a
+ * tree without /proc, and "self" is the caller's process (a forked child's
+ * too) with its pid as seen from that /proc's PID namespace (QEMU's, whatever
+ * namespace the guest entered since). If /proc could not be opened then,
+ * /proc/@p name is looked up as usual. Any thread.
+ * @return a descriptor, or -errno.
  */
-int fds_proc_self_fd(int fd, char *path, size_t n);
+int fds_proc_open(const char *name, int flags);
+
+/**
+ * readlink(2) @p name under /proc, as fds_proc_open() finds it, into @p buf
+ * (@p n bytes, no NUL added). Any thread.
+ * @return the link's length, or -errno.
+ */
+ssize_t fds_proc_readlink(const char *name, char *buf, size_t n);
 
 /** The descriptor registered at @p from now lives at @p to (its number is copied there). */
 void fds_move(int *from, int *to);

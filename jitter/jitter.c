@@ -8,6 +8,7 @@
  * exit, exec, fork), never by translated code.
  */
 #include "arena.h"
+#include "ids.h"
 #include "blocks.h"
 #include "ctl.h"
 #include "fds.h"
@@ -106,7 +107,7 @@ static struct ring *new_ring(struct sluice_thread_slot *slot, uint32_t tid)
 
     for (;;) {
         reap_locked();
-        r = ring_create(J.ring_bytes, (uint32_t)getpid(), tid, J.seq, J.arch, J.comm, J.big_endian,
+        r = ring_create(J.ring_bytes, ids_pid(NULL), tid, J.seq, J.arch, J.comm, J.big_endian,
                         slot);
         if (r || errno != EFBIG || !J.ended || dropped == 2) {
             break;
@@ -180,6 +181,7 @@ static int j_init(const struct sluice_host_info *info)
         fprintf(stderr, "sluice-jitter: cannot create the ring arena: %s\n", strerror(-err));
         return err;
     }
+    (void)ids_pid(NULL); /* known before anyone asks under fds_lock() (ids.h) */
     /* A table that does not fit (ulimit -f) leaves one record per instruction and no module
      * map; the tools that need them say so (cov, dump --maps). */
     if (table_leaves_room(o.ring_bytes)) {
@@ -234,6 +236,7 @@ static void j_thread_start(struct sluice_thread_slot *slot, uint32_t tid)
 {
     struct ring *r;
 
+    (void)ids_pid(&tid); /* as consumers see it, also inside a PID namespace (ids.h) */
     pthread_mutex_lock(&J.lock);
     if (J.exiting) {
         /* Created just as another thread ended the process (its rings are

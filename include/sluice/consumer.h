@@ -49,8 +49,10 @@ extern "C" {
 
 /** A guest thread, as its ring header describes it. Valid during a callback. */
 struct sluice_thread_info {
-    uint32_t pid;   /**< guest process id (host pid of its QEMU) */
-    uint32_t tid;   /**< guest thread id (host tid) */
+    uint32_t pid;   /**< guest process id (host pid of its QEMU, in the PID namespace QEMU
+                       started in, as `ps` there shows it: also for a process the guest put in
+                       a namespace of its own, where it is pid 1) */
+    uint32_t tid;   /**< guest thread id (host tid, in the same namespace) */
     uint32_t seq;   /**< ring number within the process (a thread may get a new ring after a failed
                        exec) */
     int big_endian; /**< guest byte order */

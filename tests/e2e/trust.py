@@ -507,6 +507,26 @@ def case_chroot(c):
     c.traced("chroot", ["chroot", "1000"], each=1000, show_out=True)
 
 
+def case_pidns(c):
+    # Three children each make a PID namespace and fork into it: three grandchildren, each
+    # pid 1 of its own namespace. The jitter named rings and its socket by that pid: sluice
+    # refused all but the first ("a second announcement of the ring of pid 1"), exit 1, and
+    # the refused ones waited forever for it (a hang with three). Root only (CLONE_NEWPID).
+    if os.geteuid() != 0:
+        print("trust pidns: skipped (CLONE_NEWPID needs root)")
+        return
+    c.traced("pidns", ["pidns", "1000"], each=1000, show_out=True, timeout=120)
+    # Named as `ps` names them (the namespace QEMU started in), not three times "pid 1".
+    stats = c.path("pidns.stats")
+    rc, out, err = c.sluice("stats", stats, ["pidns", c.path("pidns2.ctr"), "10"], timeout=120)
+    text = open(stats, errors="replace").read() if os.path.exists(stats) else ""
+    pids = re.findall(r"^\s*(\d+)\s+\d+\s+\S+\s+counters", text, re.M)
+    problems = [] if rc == 0 and len(pids) == 7 and "1" not in pids else [
+        "sluice %s, pids in the stats %s (want 7, none 1), stderr %r" % (describe(rc), pids,
+                                                                         err[-300:])]
+    c.report("pidns stats", problems, "pids %s" % " ".join(pids))
+
+
 def case_spawnexit(c):
     # 60 children one after another, each ending (_exit) while a thread of it starts 64 more.
     # A thread that started after the exit began made a ring nobody closed: sluice said it
@@ -1193,6 +1213,7 @@ def case_maps(c):
 CASES = {"exec": case_exec, "exit": case_exit, "kill": case_kill, "closefds": case_closefds,
          "forkthreads": case_forkthreads, "forkrace": case_forkrace,
          "forkstorm": case_forkstorm, "chroot": case_chroot,
+         "pidns": case_pidns,
          "spawnexit": case_spawnexit, "lowerfsize": case_lowerfsize, "fullas": case_fullas,
          "threads": case_threads, "churn": case_churn, "environ": case_environ,
          "bytes": case_bytes, "fsize": case_fsize, "retry": case_retry,

@@ -51,6 +51,10 @@
  *                     prints its status
  *   fdfull            open /dev/null until it fails, print how many and why (flushed),
  *                     then bump forever: a guest that holds every descriptor it may
+ *   pidns N           three children one after another each unshare(CLONE_NEWPID) and fork
+ *                     a grandchild (pid 1 of its own namespace) that bumps counter i N
+ *                     times; prints each child's status (every grandchild had pid 1: the
+ *                     jitter named its rings and socket so, and sluice refused all but one)
  *   chroot N          chroot() into FILE.jail (made empty), then a forked child bumps
  *                     counter 1 N times while the parent bumps counter 0 N times; the
  *                     parent prints the child's status (a chroot without /proc once left
@@ -103,6 +107,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -616,6 +621,36 @@ static int mode_lowerfsize(void)
     }
     wait_and_say(fork_bumping(4));
     return 0;
+}
+
+/* A child that moves its children into a new PID namespace and forks one: pid 1 there. */
+static pid_t fork_into_pidns(unsigned i)
+{
+    pid_t child = fork_flushed();
+
+    if (child == 0) {
+        int status;
+
+        if (unshare(CLONE_NEWPID) != 0) {
+            die("unshare(CLONE_NEWPID)");
+        }
+        status = wait_and_say(fork_bumping(i));
+        fflush(stdout);
+        _exit(WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1);
+    }
+    return child;
+}
+
+static int mode_pidns(void)
+{
+    int bad = 0;
+
+    for (unsigned i = 0; i < 3; i++) {
+        int status = wait_and_say(fork_into_pidns(i));
+
+        bad |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    }
+    return bad;
 }
 
 static int mode_chroot(const char *file)
@@ -1418,6 +1453,9 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "forkrace") == 0) {
         map_counters(argv[2], 2);
         return mode_forkrace();
+    } else if (strcmp(mode, "pidns") == 0) {
+        map_counters(argv[2], 3);
+        return mode_pidns();
     } else if (strcmp(mode, "chroot") == 0) {
         map_counters(argv[2], 2);
         return mode_chroot(argv[2]);
