@@ -769,14 +769,20 @@ static int start_control(void)
     return -err;
 }
 
-/* Listen on this process's socket; a failure is said once and leaves consumer_fd the only way. */
-static void listen_here(void)
+/*
+ * Listen on this process's socket; a failure is said once and leaves consumer_fd the only
+ * way. At @p init, not when no descriptor is left at all: jitter_init() then ends QEMU
+ * with its own line (ulimit -n), which says it all.
+ */
+static void listen_here(int init)
 {
     char why[256];
     int fd = ctl_sock_listen(why, sizeof(why));
 
     if (fd < 0) {
-        fprintf(stderr, "sluice-jitter: consumers cannot attach at run time: %s\n", why);
+        if (!init || fds_spare() != -EMFILE) {
+            fprintf(stderr, "sluice-jitter: consumers cannot attach at run time: %s\n", why);
+        }
         return;
     }
     if (fds_adopt(fd, &reg.listen_fd) < 0) {
@@ -846,12 +852,13 @@ int ctl_init(const char *arch, const char *comm, int fd, int listen, unsigned wa
         }
     }
     if (listen) {
-        listen_here();
+        listen_here(1);
         keep_spare();
     }
     if (reg.listen_fd < 0 && reg.waiting > 0) {
-        fprintf(stderr, "sluice-jitter: wait_attach=%u needs the socket, and there is none\n",
-                reg.waiting);
+        fprintf(stderr, "sluice-jitter: wait_attach=%u needs the socket, and there is none%s\n",
+                reg.waiting,
+                fds_spare() == -EMFILE ? " (no descriptor is left for it: raise ulimit -n)" : "");
         return -EINVAL;
     }
     err = start_control();
@@ -903,7 +910,7 @@ void ctl_fork_child(void)
         fds_drop(&reg.listen_fd);
         close(reg.listen_fd);
         reg.listen_fd = -1;
-        listen_here();
+        listen_here(0);
     }
     if (start_control() < 0) {
         fprintf(stderr,
