@@ -58,7 +58,15 @@ static int compile(const char *src, const char *obj)
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 127) {
-            fprintf(stderr, "sluice: %s: clang failed (see its messages above)\n", src);
+            if (WIFEXITED(status)) {
+                fprintf(stderr,
+                        "sluice: %s: %s exited with status %d (its messages, if any, are "
+                        "above)\n",
+                        src, clang, WEXITSTATUS(status));
+            } else {
+                fprintf(stderr, "sluice: %s: %s was killed by signal %d\n", src, clang,
+                        WTERMSIG(status));
+            }
         }
         return -1;
     }

@@ -264,7 +264,7 @@ enum mode { MODE_RUN, MODE_ATTACH, MODE_REPORT };
 static int parse_args(int argc, char **argv, struct run_args *a, enum mode mode)
 {
     int attach = mode != MODE_RUN, report = mode == MODE_REPORT;
-    const char *pid = NULL;
+    const char *pid = NULL, *tool = NULL;
     int i;
 
     memset(a, 0, sizeof(*a));
@@ -312,6 +312,10 @@ static int parse_args(int argc, char **argv, struct run_args *a, enum mode mode)
             }
             a->syscalls = 1;
         } else if ((v = opt_value(argc, argv, &i, "--tool"))) {
+            if (tool) {
+                return usage_error("--tool given twice (the second: '%s')", v);
+            }
+            tool = v;
             if (!(a->tool = find_tool(v)) || (report && a->tool == &tool_record)) {
                 return usage_error(a->tool ? "'%s' goes with run and attach: report reads a "
                                              "recording"
@@ -319,6 +323,9 @@ static int parse_args(int argc, char **argv, struct run_args *a, enum mode mode)
                                    v);
             }
         } else if (!attach && (v = opt_value(argc, argv, &i, "--filter"))) {
+            if (a->filter.path) {
+                return usage_error("--filter given twice (the second: '%s')", v);
+            }
             a->filter.path = v;
         } else if (!attach && (v = opt_value(argc, argv, &i, "--set"))) {
             if (a->filter.n_sets == sizeof(a->filter.sets) / sizeof(a->filter.sets[0])) {
@@ -1077,6 +1084,12 @@ static int cmd_report(int argc, char **argv)
     }
     detach_on_signals(0);
     failed = run_traced(attached, status_line_ok(&env), &t0);
+    if (failed && being_recorded(a.trace)) {
+        fprintf(stderr,
+                "sluice: report: %s is still being recorded by another sluice: what it "
+                "held so far follows\n",
+                a.trace);
+    }
     if (sluice_session__counts(attached, &unused, NULL, NULL, 0) == 0) {
         /* Not a trace file, or nothing in it: nothing to report. */
         fprintf(stderr, "sluice: report: %s\n",
@@ -1089,6 +1102,12 @@ static int cmd_report(int argc, char **argv)
     }
     if (failed) {
         say_errors("sluice: report: ", attached);
+        if (being_recorded(a.trace)) {
+            fprintf(stderr,
+                    "sluice: report: %s is still being recorded by another sluice: "
+                    "this is what it held so far\n",
+                    a.trace);
+        }
     }
     failed |= a.tool->report(&env, attached, now() - t0) != 0;
     report_unclosed(notes_out(&a, &env), attached, -1);

@@ -149,11 +149,17 @@ def main():
         ("printk", lambda tmp: check_printk(args, tmp)),
         ("fault", lambda tmp: check_fault(args, tmp)),
         ("broken", lambda tmp: check_usage(args, tmp, "broken", [],
-                                            r"broken\.c:\d+:\d+: error:.*clang failed")),
+                                            r"broken\.c:\d+:\d+: error:.*broken\.c: \S*clang "
+                                            r"exited with status 1")),
         ("unknown", lambda tmp: check_usage(args, tmp, "unknown", ["--set", "hi=1"],
                                              r"'hi'")),
         ("twice", lambda tmp: check_usage(args, tmp, "unknown", ["--set", "x=1", "--set", "x=2"],
                                            r"--set x given twice")),
+        # The second --tool, --filter silently won; both are usage errors now.
+        ("tool twice", lambda tmp: check_usage(args, tmp, "unknown", ["--tool", "stats"],
+                                                r"--tool given twice \(the second: 'stats'\)")),
+        ("filter twice", lambda tmp: check_usage(args, tmp, "unknown", ["--filter", "x.c"],
+                                                  r"--filter given twice \(the second: 'x\.c'\)")),
         ("clobber", lambda tmp: check_usage(args, tmp, "unknown", ["--record", os.path.join(
             tmp, "unknown.c")], r"unknown\.c: is the filter")),
     ]

@@ -538,6 +538,12 @@ def check_clobber(args, tmp, data, problems):
                                                                                   err3))
     if open(kept).read() != "precious\n":
         problems.append("-o beside a --record refused for its lock: -o was emptied")
+    # report while it is recorded: the file has no end yet, and report says why.
+    rc4, _, err4 = sluice(args, ["report", shared], want_rc=None)
+    print("report while it is recorded: exit %d, %s" % (rc4, err4.strip()[-200:]))
+    if rc4 == 0 or "still being recorded by another sluice" not in err4:
+        problems.append("report while it is recorded: exit %d, %r: want a failure saying it is "
+                        "still being recorded" % (rc4, err4[-300:]))
     rc1 = first.wait(timeout=120)
     rc2, _, err2 = sluice(args, ["report", shared], want_rc=None)
     print("a second recording into one file: exit %d, %s; the first: exit %d; report: exit %d"
