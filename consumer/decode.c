@@ -66,10 +66,9 @@ static inline uint64_t word(const uint64_t *w, size_t i)
  * where the next one is, so without it the loop waits out one cache miss
  * per record (a block's slots are skipped unread when only counted). On
  * gzip -9 traced in full, --tool stats (decode_count()) took 11-17% less
- * wall time (medians of 8 pairs, farm-bench); 2 KiB ahead beat 256 bytes
- * and 512 bytes, 4 and 8 KiB did no better. decode_chunk()'s loop, which reads every word, gained
- * 0-2%
- * (--tool pcsum on gzip; the nop loop: none).
+ * wall time (medians of 8 pairs, farm-bench); 2 KiB ahead beat 256 and 512
+ * bytes, 4 and 8 KiB did no better. decode_chunk()'s loop, which reads
+ * every word, gained 0-2% (--tool pcsum on gzip; on the nop loop, nothing).
  */
 #define PREFETCH_WORDS 256
 

@@ -1102,12 +1102,6 @@ static int cmd_report(int argc, char **argv)
     }
     if (failed) {
         say_errors("sluice: report: ", attached);
-        if (being_recorded(a.trace)) {
-            fprintf(stderr,
-                    "sluice: report: %s is still being recorded by another sluice: "
-                    "this is what it held so far\n",
-                    a.trace);
-        }
     }
     failed |= a.tool->report(&env, attached, now() - t0) != 0;
     report_unclosed(notes_out(&a, &env), attached, -1);

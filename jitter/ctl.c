@@ -25,10 +25,10 @@
  * the later ones by ctl_announce().
  */
 #include "ctl.h"
-#include "ids.h"
 #include "arena.h"
 #include "ctl_sock.h"
 #include "fds.h"
+#include "ids.h"
 #include "jitter.h"
 #include "once.h"
 #include "tails.h"
@@ -937,9 +937,10 @@ void ctl_exec_failed(void)
 {
     char why[256];
     int fd;
+    pid_t t = __atomic_load_n(&reg.exec_tid, __ATOMIC_RELAXED);
 
-    if (__atomic_load_n(&reg.exec_tid, __ATOMIC_RELAXED) != (pid_t)gettid()) {
-        return; /* the common case: no exec, or another thread's */
+    if (t == 0 || t != (pid_t)gettid()) {
+        return; /* the common case (no gettid() then): no exec, or another thread's */
     }
     __atomic_store_n(&reg.exec_tid, 0, __ATOMIC_RELAXED);
     fd = ctl_sock_listen(why, sizeof(why));
@@ -947,9 +948,12 @@ void ctl_exec_failed(void)
         fprintf(stderr, "sluice-jitter: consumers cannot attach at run time any more: %s\n", why);
         return;
     }
-    /* Onto the same descriptor number, which fds.c protects and the control thread polls. */
+    /* Onto the same descriptor number, which fds.c protects and the control thread polls
+     * (under fds_lock(): a guest's dup2 may move it). */
+    fds_lock();
     if (dup3(fd, reg.listen_fd, O_CLOEXEC) < 0) {
         ctl_sock_unlink();
     }
+    fds_unlock();
     close(fd);
 }

@@ -13,6 +13,7 @@
  * path; never blocks (the socket is non-blocking).
  */
 #include "ctl_sock.h"
+
 #include "ids.h"
 
 #include <errno.h>

@@ -8,11 +8,11 @@
  * exit, exec, fork), never by translated code.
  */
 #include "arena.h"
-#include "ids.h"
 #include "blocks.h"
 #include "ctl.h"
 #include "fds.h"
 #include "first_run.h"
+#include "ids.h"
 #include "image.h"
 #include "jitter.h"
 #include "lift.h"
