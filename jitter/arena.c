@@ -45,8 +45,8 @@ static int open_read_only(int fd)
 {
     char name[32];
 
-    snprintf(name, sizeof(name), "self/fd/%d", fd);
-    return fds_proc_open(name, O_RDONLY | O_CLOEXEC);
+    snprintf(name, sizeof(name), "/proc/self/fd/%d", fd);
+    return fds_open(name, O_RDONLY | O_CLOEXEC);
 }
 
 int arena_open(void)

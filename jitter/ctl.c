@@ -342,7 +342,9 @@ void ctl_abort(uint32_t tid, const char *why, int forked_child)
  * listening socket: it is for connections on it); caller holds reg.lock. */
 static void keep_spare(void)
 {
-    int fd = reg.spare_fd < 0 && reg.listen_fd >= 0 ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
+    /* From the root QEMU started in: also in a guest's chroot that has no /dev. */
+    int fd =
+        reg.spare_fd < 0 && reg.listen_fd >= 0 ? fds_open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
 
     if (fd >= 0 && fds_adopt(fd, &reg.spare_fd) < 0) {
         close(fd);
@@ -925,35 +927,66 @@ void ctl_process_exit(void)
     ctl_sock_unlink();
 }
 
+/* Orders ctl_exec_start() and ctl_exec_failed() of different threads: one thread's failed
+ * execve must not put the file back after another's (that then succeeds) took it. */
+static pthread_mutex_t exec_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void ctl_exec_start(void)
 {
+    pthread_mutex_lock(&exec_lock);
     if (reg.listen_fd >= 0) {
         ctl_sock_unlink();
         __atomic_store_n(&reg.exec_tid, (pid_t)gettid(), __ATOMIC_RELAXED);
     }
+    pthread_mutex_unlock(&exec_lock);
+}
+
+/* Listen on a new socket file, onto the listening descriptor's number (which fds.c protects
+ * and the control thread polls); exec_lock and reg.lock held. 0, or -1 with @p why. */
+static int listen_again(char *why, size_t n)
+{
+    int fd, err;
+
+    /* The spare's number is for this too: a guest that holds every other descriptor kept
+     * its socket before the failed execve, and keeps it after. */
+    if (reg.spare_fd >= 0) {
+        give_up_spare();
+    }
+    fd = ctl_sock_listen(why, n);
+    if (fd < 0) {
+        keep_spare();
+        return -1;
+    }
+    fds_lock(); /* a guest's dup2 may move listen_fd */
+    err = dup3(fd, reg.listen_fd, O_CLOEXEC) < 0 ? errno : 0;
+    fds_unlock();
+    close(fd);
+    keep_spare();
+    if (err) {
+        ctl_sock_unlink();
+        snprintf(why, n, "dup3: %s", strerror(err));
+        return -1;
+    }
+    return 0;
 }
 
 void ctl_exec_failed(void)
 {
     char why[256];
-    int fd;
     pid_t t = __atomic_load_n(&reg.exec_tid, __ATOMIC_RELAXED);
 
     if (t == 0 || t != (pid_t)gettid()) {
         return; /* the common case (no gettid() then): no exec, or another thread's */
     }
-    __atomic_store_n(&reg.exec_tid, 0, __ATOMIC_RELAXED);
-    fd = ctl_sock_listen(why, sizeof(why));
-    if (fd < 0) {
-        fprintf(stderr, "sluice-jitter: consumers cannot attach at run time any more: %s\n", why);
-        return;
+    pthread_mutex_lock(&exec_lock);
+    if (__atomic_load_n(&reg.exec_tid, __ATOMIC_RELAXED) == t) { /* not another's since */
+        __atomic_store_n(&reg.exec_tid, 0, __ATOMIC_RELAXED);
+        pthread_mutex_lock(&reg.lock);
+        if (listen_again(why, sizeof(why)) < 0) {
+            fprintf(stderr, "sluice-jitter: consumers cannot attach at run time any more: %s\n",
+                    why);
+        }
+        pthread_mutex_unlock(&reg.lock);
     }
-    /* Onto the same descriptor number, which fds.c protects and the control thread polls
-     * (under fds_lock(): a guest's dup2 may move it). */
-    fds_lock();
-    if (dup3(fd, reg.listen_fd, O_CLOEXEC) < 0) {
-        ctl_sock_unlink();
-    }
-    fds_unlock();
-    close(fd);
+    pthread_mutex_unlock(&exec_lock);
 }

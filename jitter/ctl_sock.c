@@ -14,6 +14,7 @@
  */
 #include "ctl_sock.h"
 
+#include "fds.h"
 #include "ids.h"
 
 #include <errno.h>
@@ -114,7 +115,7 @@ void ctl_sock_unlink(void)
 {
     /* Only the process that made it: a forked child made its own. */
     if (sock_path[0] && sock_pid == ids_pid(NULL)) {
-        (void)unlink(sock_path);
+        (void)fds_unlink(sock_path); /* from the root QEMU started in: the guest may chroot */
     }
     sock_path[0] = '\0';
 }

@@ -180,35 +180,41 @@ int fds_spare(void)
     return 0;
 }
 
-/* /proc, opened once (proc_open()), registered; -1 if it could not be. */
-static int proc_fd = -1;
-static pthread_once_t proc_once = PTHREAD_ONCE_INIT;
+/* The root directory the jitter started in, opened once (root_open()), registered; -1 if it
+ * could not be. */
+static int root_fd = -1;
+static pthread_once_t root_once = PTHREAD_ONCE_INIT;
 
-static void proc_open(void)
+static void root_open(void)
 {
-    int fd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 
-    if (fd >= 0 && fds_adopt(fd, &proc_fd) < 0) {
+    if (fd >= 0 && fds_adopt(fd, &root_fd) < 0) {
         close(fd);
     }
 }
 
-/* Where @p name under /proc is: @p path (@p n bytes) relative to the returned directory,
- * or absolute and AT_FDCWD. Called with the lock held (a guest's dup2 moves proc_fd). */
-static int proc_path(const char *name, char *path, size_t n)
+/* The directory to resolve absolute @p path from, and in *@p rel the name to give it;
+ * called with the lock held (a guest's dup2 moves root_fd). */
+static int from_root(const char *path, const char **rel)
 {
-    snprintf(path, n, "%s%s", proc_fd >= 0 ? "" : "/proc/", name);
-    return proc_fd >= 0 ? proc_fd : AT_FDCWD;
+    if (root_fd < 0 || path[0] != '/') {
+        *rel = path;
+        return AT_FDCWD;
+    }
+    *rel = path[1] ? path + 1 : ".";
+    return root_fd;
 }
 
-int fds_proc_open(const char *name, int flags)
+int fds_open(const char *path, int flags)
 {
-    char path[64];
-    int fd;
+    const char *rel;
+    int dir, fd;
 
-    pthread_once(&proc_once, proc_open);
+    pthread_once(&root_once, root_open);
     pthread_mutex_lock(&fdreg.lock);
-    fd = openat(proc_path(name, path, sizeof(path)), path, flags);
+    dir = from_root(path, &rel);
+    fd = openat(dir, rel, flags);
     if (fd < 0) {
         fd = -errno;
     }
@@ -216,19 +222,34 @@ int fds_proc_open(const char *name, int flags)
     return fd;
 }
 
-ssize_t fds_proc_readlink(const char *name, char *buf, size_t n)
+ssize_t fds_readlink(const char *path, char *buf, size_t n)
 {
-    char path[64];
+    const char *rel;
     ssize_t len;
+    int dir;
 
-    pthread_once(&proc_once, proc_open);
+    pthread_once(&root_once, root_open);
     pthread_mutex_lock(&fdreg.lock);
-    len = readlinkat(proc_path(name, path, sizeof(path)), path, buf, n);
+    dir = from_root(path, &rel);
+    len = readlinkat(dir, rel, buf, n);
     if (len < 0) {
         len = -errno;
     }
     pthread_mutex_unlock(&fdreg.lock);
     return len;
+}
+
+int fds_unlink(const char *path)
+{
+    const char *rel;
+    int dir, err;
+
+    pthread_once(&root_once, root_open);
+    pthread_mutex_lock(&fdreg.lock);
+    dir = from_root(path, &rel);
+    err = unlinkat(dir, rel, 0) < 0 ? -errno : 0;
+    pthread_mutex_unlock(&fdreg.lock);
+    return err;
 }
 
 void fds_lock(void)

@@ -23,7 +23,7 @@
 
 /**
  * Most descriptors the jitter holds at once: the arena (read-write and
- * read-only), /proc, the listening socket and its spare (ctl.c), 16
+ * read-only), the root directory, the listening socket and its spare (ctl.c), 16
  * consumers and their tail files, 8 pending connections, and room.
  */
 #define FDS_MAX 48
@@ -38,23 +38,30 @@
 int fds_adopt(int fd, int *home);
 
 /**
- * open(2) @p name under /proc ("self/fd/3", "thread-self"...) with @p flags.
- * The jitter keeps /proc open from the first call (arena_open() at init,
- * before the guest runs): it still works after the guest chroot()s into a
- * tree without /proc, and "self" is the caller's process (a forked child's
- * too) with its pid as seen from that /proc's PID namespace (QEMU's, whatever
- * namespace the guest entered since). If /proc could not be opened then,
- * /proc/@p name is looked up as usual. Any thread.
+ * open(2) absolute @p path with @p flags, from the root directory the jitter
+ * started in. It keeps that directory open from the first call (arena_open()
+ * at init, before the guest runs), so after the guest chroot()s into a tree
+ * without /proc or /tmp, "/proc/self/fd/3" and the socket directory are still
+ * found, and "/proc/self" is the caller's process (a forked child's too) with
+ * its pid as seen from QEMU's PID namespace, whatever namespaces the guest
+ * entered since. If the root could not be opened, @p path is looked up as
+ * usual. Any thread.
  * @return a descriptor, or -errno.
  */
-int fds_proc_open(const char *name, int flags);
+int fds_open(const char *path, int flags);
 
 /**
- * readlink(2) @p name under /proc, as fds_proc_open() finds it, into @p buf
- * (@p n bytes, no NUL added). Any thread.
+ * readlink(2) absolute @p path as fds_open() finds it, into @p buf (@p n
+ * bytes, no NUL added). Any thread.
  * @return the link's length, or -errno.
  */
-ssize_t fds_proc_readlink(const char *name, char *buf, size_t n);
+ssize_t fds_readlink(const char *path, char *buf, size_t n);
+
+/**
+ * unlink(2) absolute @p path as fds_open() finds it. Any thread.
+ * @return 0, or -errno.
+ */
+int fds_unlink(const char *path);
 
 /** The descriptor registered at @p from now lives at @p to (its number is copied there). */
 void fds_move(int *from, int *to);

@@ -15,11 +15,15 @@
 /**
  * The calling thread's process id, and in @p tid (unless NULL) its thread
  * id, in the PID namespace QEMU started in: /proc/thread-self of the /proc
- * the jitter keeps (fds_proc_readlink()). If /proc cannot tell, getpid(),
- * and @p tid left as it is. Any thread; slow paths only. The process id is
- * kept once known (asked again after a fork), so a caller holding
- * fds_lock() may ask for it, but not for @p tid (a readlink under that lock).
+ * the jitter keeps (fds_readlink()). If /proc cannot tell, getpid(), and
+ * @p tid left as it is. Any thread; slow paths only. The process id is kept
+ * once known, so a caller holding fds_lock() may ask for it (not for @p tid:
+ * that is a readlink under the lock) once jitter_init() or
+ * ids_fork_child() learnt it.
  */
 uint32_t ids_pid(uint32_t *tid);
+
+/** The only thread of a forked child, after fds_after_fork_child(): learn its id anew. */
+void ids_fork_child(void);
 
 #endif /* SLUICE_JITTER_IDS_H */

@@ -124,8 +124,8 @@ static int image_index(const struct stat *st, int fd)
     if (grow((void **)&T.images, &T.cap_images, T.n_images, sizeof(*T.images)) < 0) {
         return -1;
     }
-    snprintf(link, sizeof(link), "self/fd/%d", fd);
-    n = fds_proc_readlink(link, path, sizeof(path) - 1);
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    n = fds_readlink(link, path, sizeof(path) - 1);
     path[n > 0 ? n : 0] = '\0';
     is_main = T.have_main && st->st_dev == T.main_dev && st->st_ino == T.main_ino;
     T.images[T.n_images] = (struct image){

@@ -425,6 +425,7 @@ static void j_fork_end(int child, struct sluice_thread_slot *slot, uint32_t tid)
     }
     pthread_mutex_init(&J.lock, NULL);
     fds_after_fork_child();
+    ids_fork_child();
     forget_parent_rings();
     slot->ring = NULL;
     /* The parent's arena is the parent's: the child's rings go in a new one. */

@@ -1245,6 +1245,57 @@ def case_execsock(c):
     c.check(left() == [], "after bash ended, left in %s: %s" % (sdir, left()))
     print("execsock: %d socket files left after 10 commands; after a failed execve: %s"
           % (len(after_sh), listed[0].strip() if listed else "not listed"))
+    execsock_more(c, sdir, left)
+
+
+def execsock_more(c, sdir, left):
+    """The same with threads, a chroot, no descriptor to spare, nested PID namespaces."""
+    prog = common.need_file(os.path.join(c.args.guests, "counters-x86_64"), "guest counters")
+    ctr = os.path.join(c.tmp, "execsock.ctr")
+
+    def run_guest(name, margs, **kw):
+        p = start(c, [c.args.sluice, "run", "-o", "/dev/null", "--", prog] + margs, name, c.xdg,
+                  **kw)
+        return p
+    # A thread's execve fails while another's succeeds: the failed one put the file back
+    # after the other took it away (18 of 40 children left a file behind).
+    rc, out, err = finish(run_guest("execrace", ["execrace", ctr, "40"]), 120)
+    c.check(rc == 0 and left() == [], "execrace: exit %s, stdout %r, left %s, stderr %r"
+            % (rc, out, left(), err[-300:]))
+    # chroot: the file was unlinked by its absolute path, which the chroot hides.
+    if os.geteuid() == 0:
+        rc, out, err = finish(run_guest("execsock-chroot", ["chroot", ctr, "100"]), 120)
+        c.check(rc == 0 and left() == [], "chroot: exit %s, left %s, stderr %r"
+                % (rc, left(), err[-300:]))
+        # Nested PID namespaces: the grandchild, pid 1 like its parent, named its socket by
+        # its parent's pid (cached by getpid()): one of them could not be found.
+        p = run_guest("execsock-pidnest", ["pidnest", ctr, "6"])
+        names, end = [], time.monotonic() + 5
+        while time.monotonic() < end and p.poll() is None and len(names) < 3:
+            time.sleep(0.3)
+            _, out, _ = common.run([c.args.sluice, "ls"], extra_env={"XDG_RUNTIME_DIR": c.xdg})
+            names = [l.split()[0] for l in out.decode(errors="replace").splitlines()
+                     if "counters" in l]
+        rc, _, err = finish(p, 60)
+        c.check(rc == 0 and len(set(names)) == 3 and left() == [],
+                "pidnest: exit %s, sluice ls listed %s (want three pids), left %s, stderr %r"
+                % (rc, names, left(), err[-300:]))
+    # A guest that holds every descriptor, then an execve that fails: its socket came back
+    # only if a descriptor was free (none was: no socket, not listed, for good).
+    p = run_guest("fdfullexec", ["fdfullexec", ctr],
+                  preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+    full, end = b"", time.monotonic() + 20
+    while time.monotonic() < end and not full:
+        time.sleep(0.2)
+        full = slurp(p.files[0])
+    _, out, _ = common.run([c.args.sluice, "ls"], extra_env={"XDG_RUNTIME_DIR": c.xdg})
+    os.killpg(p.pid, signal.SIGKILL)
+    finish(p, 60)
+    c.check(b"execve: No such file" in full and b"counters" in out,
+            "fdfullexec: stdout %r, sluice ls %r: want it listed after the failed execve"
+            % (full, out))
+    print("execsock: execrace, chroot, pidnest (%s), fdfullexec listed: %s"
+          % (len(set(names)) if os.geteuid() == 0 else "skipped", b"counters" in out))
 
 
 CASES = {"windows": case_windows, "kill": case_kill, "uid": case_uid, "garbage": case_garbage,

@@ -51,6 +51,16 @@
  *                     prints its status
  *   fdfull            open /dev/null until it fails, print how many and why (flushed),
  *                     then bump forever: a guest that holds every descriptor it may
+ *   fdfullexec        the same, but an execve("/nonexistent") that fails comes before
+ *                     the print (the jitter's socket file, taken away before an execve,
+ *                     must come back without a descriptor the guest left it)
+ *   execrace N        N forked children one after another: in each, a thread calls
+ *                     execve("/nonexistent") without end while the main thread execs
+ *                     /bin/true after 20-26 ms (x86_64: a host program); prints how many
+ *                     exited 0 (no socket file of theirs may be left)
+ *   pidnest S         unshare(CLONE_NEWPID) and fork, twice: a child and a grandchild,
+ *                     each pid 1 of a namespace of its own, nested; the grandchild prints
+ *                     "ready" (flushed), all three sleep S seconds, then end
  *   pidns N           three children one after another each unshare(CLONE_NEWPID) and fork
  *                     a grandchild (pid 1 of its own namespace) that bumps counter i N
  *                     times; prints each child's status (every grandchild had pid 1: the
@@ -357,14 +367,23 @@ static int mode_fullas(void)
     return 0;
 }
 
-static int mode_fdfull(void)
+static int mode_fdfull(int exec_first)
 {
     unsigned n = 0;
+    int open_err, exec_err = 0;
 
     while (open("/dev/null", O_RDONLY) >= 0) {
         n++;
     }
-    printf("full after %u (%s)\n", n, strerror(errno));
+    open_err = errno;
+    if (exec_first) {
+        char *argv[] = {"nonexistent", NULL};
+
+        execve("/nonexistent", argv, environ);
+        exec_err = errno;
+    }
+    printf("full after %u (%s)%s%s\n", n, strerror(open_err), exec_first ? ", execve: " : "",
+           exec_first ? strerror(exec_err) : "");
     fflush(stdout);
     for (;;) {
         bump(counter(0));
@@ -556,6 +575,63 @@ static int mode_forkstorm(void)
     }
     printf("forkstorm: %lu children, %lu hung\n", 4 * rounds, hung);
     return hung ? 1 : 0;
+}
+
+/* execrace: fail execve() without end (the jitter takes the socket file away before each). */
+static void *exec_failing(void *arg)
+{
+    char *argv[] = {"nonexistent", NULL};
+
+    (void)arg;
+    for (;;) {
+        execve("/nonexistent", argv, environ);
+    }
+    return NULL;
+}
+
+static int mode_execrace(void)
+{
+    unsigned long ok = 0;
+
+    for (unsigned long i = 0; i < rounds; i++) {
+        pid_t child = fork_flushed();
+
+        if (child == 0) {
+            char *argv[] = {"true", NULL};
+            pthread_t t;
+
+            start(&t, exec_failing, NULL);
+            sleep_ms(20 + i % 7);
+            execve("/bin/true", argv, environ);
+            _exit(127);
+        }
+        ok += reaped_in_time(child);
+    }
+    printf("execrace: %lu of %lu children exited 0\n", ok, rounds);
+    return ok == rounds ? 0 : 1;
+}
+
+static int mode_pidnest(unsigned seconds)
+{
+    for (int depth = 0; depth < 2; depth++) {
+        pid_t child;
+
+        if (unshare(CLONE_NEWPID) != 0) {
+            die("unshare(CLONE_NEWPID)");
+        }
+        child = fork_flushed();
+        if (child > 0) {
+            int status;
+
+            sleep(seconds);
+            waitpid(child, &status, 0);
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+        }
+    }
+    printf("ready\n");
+    fflush(stdout);
+    sleep(seconds);
+    return 0;
 }
 
 static void *spin_forever(void *arg)
@@ -1468,9 +1544,15 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "fullas") == 0) {
         map_counters(argv[2], 2);
         return mode_fullas();
-    } else if (strcmp(mode, "fdfull") == 0) {
+    } else if (strcmp(mode, "fdfull") == 0 || strcmp(mode, "fdfullexec") == 0) {
         map_counters(argv[2], 1);
-        return mode_fdfull();
+        return mode_fdfull(strcmp(mode, "fdfullexec") == 0);
+    } else if (strcmp(mode, "execrace") == 0) {
+        map_counters(argv[2], 0);
+        return mode_execrace();
+    } else if (strcmp(mode, "pidnest") == 0) {
+        map_counters(argv[2], 0);
+        return mode_pidnest((unsigned)n);
     } else if (strcmp(mode, "lowerfsize") == 0) {
         map_counters(argv[2], 5);
         return mode_lowerfsize();
