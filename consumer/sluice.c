@@ -372,6 +372,9 @@ static int parse_args(int argc, char **argv, struct run_args *a, enum mode mode)
                 return 2;
             }
         } else if ((v = opt_value(argc, argv, &i, "--workers"))) {
+            if (a->workers) {
+                return usage_error("--workers given twice (the second: '%s')", v);
+            }
             if ((n = number(v, 1, 1024)) < 0) {
                 return usage_error("--workers wants a number from 1 to 1024, not '%s'", v);
             }
