@@ -160,6 +160,9 @@ def main():
                                                 r"--tool given twice \(the second: 'stats'\)")),
         ("filter twice", lambda tmp: check_usage(args, tmp, "unknown", ["--filter", "x.c"],
                                                   r"--filter given twice \(the second: 'x\.c'\)")),
+        ("workers twice", lambda tmp: check_usage(args, tmp, "unknown", ["--workers", "1",
+                                                                         "--workers", "2"],
+                                                   r"--workers given twice")),
         ("clobber", lambda tmp: check_usage(args, tmp, "unknown", ["--record", os.path.join(
             tmp, "unknown.c")], r"unknown\.c: is the filter")),
     ]
