@@ -94,6 +94,10 @@ static struct {
     .spare_fd = -1,
 };
 
+/* Orders ctl_exec_start() and ctl_exec_failed() of different threads: one thread's failed
+ * execve must not put the file back after another's (that then succeeds) took it. */
+static pthread_mutex_t exec_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* What a message carries (SCM_RIGHTS). */
 enum pass { PASS_NONE, PASS_ARENA, PASS_TAIL };
 
@@ -900,6 +904,9 @@ void ctl_fork_child(void)
 
     pthread_mutex_init(&reg.lock, NULL);
     pthread_cond_init(&reg.attached, NULL);
+    /* A parent thread back from a failed execve may have held it at the fork. */
+    pthread_mutex_init(&exec_lock, NULL);
+    reg.exec_tid = 0;
     reg.waiting = 0;
     /* The parent's connections that had not attached are the parent's to answer. */
     for (i = SLUICE_MAX_CONSUMERS; i < ENTRIES; i++) {
@@ -926,10 +933,6 @@ void ctl_process_exit(void)
 {
     ctl_sock_unlink();
 }
-
-/* Orders ctl_exec_start() and ctl_exec_failed() of different threads: one thread's failed
- * execve must not put the file back after another's (that then succeeds) took it. */
-static pthread_mutex_t exec_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void ctl_exec_start(void)
 {
