@@ -13,7 +13,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 
