@@ -113,6 +113,7 @@ static struct sluice_session *session_new(int ctl_fd, const struct sluice_callba
         char why[320];
 
         s->rec = tf_writer__open(opts->record, why, sizeof(why));
+        s->rec_uncompressed = OPTS_HAVE(opts, record_uncompressed) && opts->record_uncompressed;
         if (!s->rec) {
             err = errno ? errno : EIO;
             free(s);
@@ -231,17 +232,18 @@ static void on_deliver(void *ctx, struct order_entry *e)
     }
     c = container_of(e, struct chunk, ord);
     partial = c->ord.partial;
+    if (!r->stopped && !partial && s->rec && c->bad != CHUNK_BAD_LAPPED) {
+        /* Whole and in order; a bad record is kept, so the file fails where this did.
+         * Before the release: an uncompressed span is written from the ring. */
+        tf_writer__chunk(s->rec, r->file_no, r->bt, r->file_chunks++, c->at, c->maps_pos,
+                         c->pack_snapshot, c->pack, r->file_insns);
+    }
     if (!partial && r->rd.hdr) {
         /* In order, the span decoded to its end: the producer may reuse it
          * (the items are copies). A slice's span is still being read. A
          * trace file's ring has no producer (rd.hdr NULL). */
         ring_reader__release(&r->rd, c->at + c->len);
         __atomic_store_n(&r->released, c->at + c->len, __ATOMIC_RELEASE);
-    }
-    if (!r->stopped && !partial && s->rec && c->bad != CHUNK_BAD_LAPPED) {
-        /* Whole and in order; a bad record is kept, so the file fails where this did. */
-        tf_writer__chunk(s->rec, r->file_no, r->bt, r->file_chunks++, c->at, c->maps_pos,
-                         c->pack_snapshot, c->pack, r->file_insns);
     }
     if (!r->stopped) {
         r->counts.insns += c->counts.insns;
@@ -357,7 +359,7 @@ static void work(void *ctx, struct chunk *c)
         /* Before the decode: a lossless span is in place, and the producer may reuse it
          * once it is delivered. A failure (no memory) is the writer's to report. Once
          * the recording stopped, nothing more is written (tf_writer__chunk()). */
-        tf_pack__span(&c->pack, c->words, c->len);
+        tf_pack__span(&c->pack, c->words, c->len, !s->rec_uncompressed);
         c->pack_snapshot = c->snapshot;
     }
     if (c->windowed) {

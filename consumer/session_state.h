@@ -131,6 +131,7 @@ struct sluice_session {
      * may have been reused after the drop: ring_source__run()). */
     char refused_ring[192];
     struct tf_writer *rec; /* recording into a trace file (opts->record), or NULL */
+    int rec_uncompressed;  /* opts->record_uncompressed: chunks stored as they are */
     int rec_err;           /* main thread, once it is closed: why it stopped (-errno), or 0 */
     uint32_t rec_rings;    /* ordering thread: rings numbered in it so far */
     char *file_path;       /* a session of a trace file (sluice_session__open_file()), or NULL */

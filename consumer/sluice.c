@@ -59,6 +59,7 @@ struct run_args {
     int lossy;            /* attach --lossy */
     int syscalls;         /* run --syscalls */
     const char *record;   /* run, attach: --record TRACE (or --tool record -o TRACE) */
+    int uncompressed;     /* run, attach: --uncompressed (the recording's chunks as they are) */
     const char *trace;    /* report TRACE */
     uint32_t tids[64];    /* report --tid LIST */
     size_t n_tids;
@@ -72,10 +73,10 @@ struct run_args {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: sluice run [--filter F] [--set NAME=VALUE]... [--tool T] [DUMP OPTIONS]\n"
-               "                  [--json] [-o FILE] [--record TRACE] [--workers N]\n"
-               "                  [--wait-attach N] [--syscalls] -- PROGRAM [ARGS...]\n"
+               "                  [--json] [-o FILE] [--record TRACE] [--uncompressed]\n"
+               "                  [--workers N] [--wait-attach N] [--syscalls] -- PROGRAM ...\n"
                "       sluice attach PID [--tool T] [DUMP OPTIONS] [--json] [-o FILE]\n"
-               "                  [--record TRACE] [--workers N] [--lossy]\n"
+               "                  [--record TRACE] [--uncompressed] [--workers N] [--lossy]\n"
                "       sluice report TRACE [--tool T] [DUMP OPTIONS] [--json] [-o FILE]\n"
                "                  [--workers N] [--tid TID[,TID...]] [--skip N] [--count N]\n"
                "       sluice ls [--json]\n"
@@ -92,6 +93,8 @@ static void usage(FILE *f)
                "               file for `sluice report`)\n"
                "  --record TRACE  also keep the trace in file TRACE (zstd-compressed chunks),\n"
                "               for `sluice report TRACE --tool T` to analyse again\n"
+               "  --uncompressed  record the chunks as the rings held them: about 6 times\n"
+               "               larger on full traces, but written faster\n"
                "  --json       stats or pcsum as one JSON object on one line\n"
                "  --syscalls   also record each syscall's entry (number, arguments) and\n"
                "               return (its value): dump prints them\n"
@@ -300,6 +303,11 @@ static int parse_args(int argc, char **argv, struct run_args *a, enum mode mode)
                 return usage_error("--record given twice (the second: '%s')", v);
             }
             a->record = v;
+        } else if (!report && strcmp(argv[i], "--uncompressed") == 0) {
+            if (a->uncompressed) {
+                return usage_error("%s", "--uncompressed given twice");
+            }
+            a->uncompressed = 1;
         } else if (strcmp(argv[i], "--syscalls") == 0) {
             if (report) {
                 return usage_error("%s", "--syscalls goes with run: report has them when the "
@@ -415,6 +423,9 @@ static int parse_args(int argc, char **argv, struct run_args *a, enum mode mode)
         a->record = a->out; /* the trace file, not the tool's text output */
         a->out = NULL;
     }
+    if (a->uncompressed && !a->record) {
+        return usage_error("%s", "--uncompressed goes with --record TRACE or --tool record");
+    }
     if (report) {
         if (!pid) {
             return usage_error("%s", "report wants a trace file (made by --record)");
@@ -507,8 +518,10 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
                    struct sluice_session **sp)
 {
     struct sluice_callbacks cb = {.sz = sizeof(cb)};
-    struct sluice_consumer_opts opts = {
-        .sz = sizeof(opts), .workers = a->workers, .record = a->record};
+    struct sluice_consumer_opts opts = {.sz = sizeof(opts),
+                                        .workers = a->workers,
+                                        .record = a->record,
+                                        .record_uncompressed = a->uncompressed};
     char err[256], *jarg;
     int sv[2];
     pid_t pid;
@@ -994,6 +1007,7 @@ static int cmd_attach(int argc, char **argv)
     }
     opts.lossy = a.lossy;
     opts.record = a.record;
+    opts.record_uncompressed = a.uncompressed;
     a.tool->setup(&env, &cb);
     detach_on_signals(1);
     attached = sluice_session__attach(a.pid, &cb, &opts);

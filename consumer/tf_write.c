@@ -55,7 +55,7 @@ struct tf_writer {
     void *seen; /* paths named by a FILES frame (a tsearch() tree of strings) */
 };
 
-int tf_pack__span(struct tf_pack **pp, const uint64_t *words, size_t len)
+int tf_pack__span(struct tf_pack **pp, const uint64_t *words, size_t len, int compress)
 {
     struct tf_pack *p = *pp;
     size_t need = ZSTD_compressBound(len), n;
@@ -64,6 +64,17 @@ int tf_pack__span(struct tf_pack **pp, const uint64_t *words, size_t len)
         return -ENOMEM;
     }
     p->ok = 0;
+    p->raw = len;
+    if (!compress) {
+        /* zlib's crc32 runs at several GB/s where zstd's fastest level
+         * does 0.3-0.7 on records (bench/RESULTS.md, uncompressed). */
+        p->payload = words;
+        p->len = len;
+        p->zstd = 0;
+        p->crc = (uint32_t)crc32(0, (const Bytef *)words, (uInt)len);
+        p->ok = 1;
+        return 0;
+    }
     if (!p->cctx && !(p->cctx = ZSTD_createCCtx())) {
         return -ENOMEM;
     }
@@ -82,8 +93,9 @@ int tf_pack__span(struct tf_pack **pp, const uint64_t *words, size_t len)
     if (ZSTD_isError(n)) {
         return -ENOMEM; /* only a bound too small or no memory can fail here */
     }
+    p->payload = p->buf;
     p->len = n;
-    p->raw = len;
+    p->zstd = 1;
     p->crc = (uint32_t)crc32(0, p->buf, (uInt)n);
     p->ok = 1;
     return 0;
@@ -434,7 +446,7 @@ void tf_writer__chunk(struct tf_writer *w, uint32_t ring, const struct block_tab
                       uint64_t seq, uint64_t at, uint64_t maps_pos, int snapshot,
                       const struct tf_pack *p, uint64_t insns)
 {
-    struct sluice_tf_frame h = {.type = SLUICE_TF_CHUNK, .stream = ring, .flags = SLUICE_TF_ZSTD};
+    struct sluice_tf_frame h = {.type = SLUICE_TF_CHUNK, .stream = ring};
 
     if (w->err) {
         return;
@@ -446,12 +458,13 @@ void tf_writer__chunk(struct tf_writer *w, uint32_t ring, const struct block_tab
     if (bt) {
         put_tables(w, bt);
     }
+    h.flags = p->zstd ? SLUICE_TF_ZSTD : 0;
     h.raw_bytes = p->raw;
     h.arg[0] = seq;
     h.arg[1] = at;
     h.arg[2] = maps_pos;
     h.arg[3] = snapshot != 0;
-    put_frame(w, &h, p->buf, p->len, p->crc);
+    put_frame(w, &h, p->payload, p->len, p->crc);
     if (!w->err) {
         w->index[w->n_index - 1].insns = insns;
     }

@@ -4,7 +4,9 @@
  * @brief Recording a session into a trace file (sluice/trace_file.h).
  *
  * Workers compress each chunk's span as they take it (tf_pack__span(), one
- * zstd context per chunk, kept with it); the ordering thread, the only
+ * zstd context per chunk, kept with it), or only checksum it when the
+ * recording is uncompressed (the span is then written from where it lies,
+ * before it is released); the ordering thread, the only
  * writer, appends frames in stream order (tf_writer__*). A failed write
  * (a full disk) stops the recording, never the session: the frames already
  * written stay whole and readable, and tf_writer__close() says where it
@@ -19,24 +21,29 @@
 #include "block_table.h"
 #include "sluice/consumer.h"
 
-/** A chunk's compressed span, made by its worker. Fields are private but for the payload. */
+/** A chunk's span as it is to be stored, made by its worker. Fields are private. */
 struct tf_pack {
-    void *cctx;   /**< the zstd context, kept across spans */
-    uint8_t *buf; /**< the compressed span */
-    size_t cap;   /**< room in buf */
-    size_t len;   /**< bytes in buf */
-    size_t raw;   /**< the span's bytes */
-    uint32_t crc; /**< crc32 of buf[0..len) */
-    int ok;       /**< buf holds this chunk's span */
+    void *cctx;          /**< the zstd context, kept across spans */
+    uint8_t *buf;        /**< the compressed span */
+    size_t cap;          /**< room in buf */
+    const void *payload; /**< what is stored: buf, or the span itself (uncompressed) */
+    size_t len;          /**< bytes at payload */
+    size_t raw;          /**< the span's bytes */
+    uint32_t crc;        /**< crc32 of payload[0..len) */
+    int zstd;            /**< payload is buf, a zstd frame */
+    int ok;              /**< payload holds this chunk's span */
 };
 
 /**
- * Compress the span @p words (@p len bytes) into @p *p (allocated at the
- * first call). Worker thread holding the chunk.
+ * Pack the span @p words (@p len bytes) into @p *p (allocated at the first
+ * call): zstd-compressed into a buffer of its own if @p compress, else
+ * only checksummed, the payload then being @p words itself, which must
+ * stay as they are until tf_writer__chunk() wrote them. Worker thread
+ * holding the chunk.
  * @return 0, or -ENOMEM (p->ok stays 0: the writer then says the
  *         recording stopped).
  */
-int tf_pack__span(struct tf_pack **p, const uint64_t *words, size_t len);
+int tf_pack__span(struct tf_pack **p, const uint64_t *words, size_t len, int compress);
 
 /** Free what tf_pack__span() made. NULL is ignored. */
 void tf_pack__free(struct tf_pack *p);

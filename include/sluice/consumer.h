@@ -319,6 +319,16 @@ struct sluice_consumer_opts {
      */
     uint64_t skip_insns;
     uint64_t count_insns;
+    /**
+     * With @p record: store each span as the ring held it instead of
+     * zstd-compressing it (the file is about 6 times larger on full traces,
+     * and the workers only checksum it: crc32 runs at several GB/s where
+     * zstd's fastest level does well under 1 on records, so a full trace
+     * is recorded nearly as fast as it is counted). The file reads the
+     * same; a chunk's span is then written before it is released to the
+     * producer. 0: compressed (default).
+     */
+    int record_uncompressed;
 };
 
 /** Per-thread and total counters, filled when a session ends. */

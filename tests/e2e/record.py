@@ -32,6 +32,11 @@ exit non-zero, and still deliver every chunk before the damage, in order:
             start, and the dump is whole (exit 0)
   garbage   random bytes, an empty file: "not a sluice trace file"
 
+A recording made with --uncompressed (chunks stored as the rings held them) must
+report the same dump, store every chunk as is (flags 0, stored bytes = raw
+bytes), and name the same damage; --uncompressed without a recording, or given
+twice, is a usage error (exit 2).
+
 And where a recording cannot be written: a character device, the file -o
 writes, an option as the file name are refused in one line (exit 2) before the
 guest starts, and so is report's -o naming the trace it reads, -o or --record
@@ -127,6 +132,37 @@ def check_cov(args, tmp, name, prog, pargs, problems):
         return head, sorted(struct.unpack_from("<IHH", body, 8 * k) for k in range(n))
     if blocks(live) != blocks(rep):
         problems.append("%s cov: the report's drcov file differs from the live one" % name)
+
+
+def check_uncompressed(args, tmp, name, prog, pargs, problems):
+    """A recording with --uncompressed: the same report, chunks stored as is, damage named."""
+    opts = ["--raw", "--maps"]
+    live, rep, trace = live_and_report(args, tmp, name + "-raw", "dump", prog, pargs,
+                                       extra=opts + ["--syscalls", "--uncompressed"], rextra=opts)
+    a, b = per_thread(live), per_thread(rep)
+    if a != b:
+        problems.append("%s --uncompressed dump: report differs from live: lines %s vs %s"
+                        % (name, [len(v) for v in a.values()], [len(v) for v in b.values()]))
+    with open(trace, "rb") as f:
+        data = f.read()
+    n = 0
+    for at, typ, _, _, _ in frames(trace):
+        _, _, flags, _, _, stored, raw = FRAME.unpack_from(data, at)[:7]
+        if typ == CHUNK:
+            n += 1
+            if flags != 0 or stored != raw:
+                problems.append("%s --uncompressed: the chunk at byte %d has flags %d, %d bytes "
+                                "stored for %d" % (name, at, flags, stored, raw))
+    print("%s --uncompressed: %d chunks, trace %d bytes" % (name, n, len(data)))
+    if n == 0:
+        problems.append("%s --uncompressed: no chunk in the trace" % name)
+    check_damage(args, tmp, name + "-raw", trace, a, problems)
+    for bad in (["--uncompressed"], ["--record", os.path.join(tmp, "twice.sltr"),
+                                     "--uncompressed", "--uncompressed"]):
+        rc, _, err = sluice(args, ["run"] + bad + ["--", prog] + list(pargs), want_rc=None)
+        if rc != 2 or len(err.strip().splitlines()) != 1 or "--uncompressed" not in err:
+            problems.append("run %s: exit %d, %r: want exit 2 and one line naming "
+                            "--uncompressed" % (" ".join(bad), rc, err[-300:]))
 
 
 def frames(path):
@@ -651,6 +687,8 @@ def main():
             if name.startswith(("sha256sum", "threads")):
                 check_damage(args, tmp, name, trace, whole, problems)
                 check_select(args, tmp, name, trace, whole, problems)
+            if name.startswith(("threads", "busybox")):
+                check_uncompressed(args, tmp, name, prog, pargs, problems)
         check_writing(args, tmp, data, problems)
         check_files(args, tmp, data, problems)
     for p in problems[:20]:
