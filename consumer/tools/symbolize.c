@@ -54,6 +54,7 @@ struct load {
 struct symbol {
     uint64_t addr, size;
     uint64_t max_end; /* the highest addr + size of this and every symbol before it */
+    uint64_t sec_end; /* the end of its section (a size-0 symbol holds nothing past it) */
     const char *name; /* libdw's: valid while the module's Dwfl is */
     int rank; /* lower wins a tie: global, weak, local; a default version before a compat one */
 };
@@ -200,6 +201,22 @@ static int by_address(const void *a, const void *b)
     return x->rank - y->rank;
 }
 
+/* The link-time end of section @p shndx of @p elf; none known (an absolute
+ * symbol): UINT64_MAX. So `_init` (size 0, in .init) does not lend its name
+ * to the PLT stubs after it, which have no symbol (objdump's `name@plt` are
+ * made up from relocations, not read from a symbol table). */
+static uint64_t section_end(Elf *elf, GElf_Word shndx)
+{
+    Elf_Scn *scn =
+        elf && shndx != SHN_UNDEF && shndx < SHN_LORESERVE ? elf_getscn(elf, shndx) : NULL;
+    GElf_Shdr sh;
+
+    if (!scn || !gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_ALLOC)) {
+        return UINT64_MAX;
+    }
+    return sh.sh_addr + sh.sh_size;
+}
+
 /* m->syms: the code symbols (functions, ifuncs, untyped; not mapping symbols) of every symbol
  * table libdw found (.symtab, .dynsym, separate debug info), sorted, so a
  * lookup is a binary search (libdw's own walks every symbol). */
@@ -215,7 +232,8 @@ static void module_read_symbols(struct module *m)
         GElf_Sym s;
         GElf_Addr addr;
         GElf_Word shndx;
-        const char *name = dwfl_module_getsym_info(m->mod, i, &s, &addr, &shndx, NULL, NULL);
+        Elf *elf = NULL;
+        const char *name = dwfl_module_getsym_info(m->mod, i, &s, &addr, &shndx, &elf, NULL);
         int type = GELF_ST_TYPE(s.st_info), bind = GELF_ST_BIND(s.st_info);
 
         /* '$x', '$d', '$a': ARM and RISC-V mapping symbols, which mark code and data */
@@ -226,6 +244,7 @@ static void module_read_symbols(struct module *m)
         m->syms[k++] = (struct symbol){
             .addr = addr - m->bias,
             .size = s.st_size,
+            .sec_end = section_end(elf, shndx),
             .name = name,
             .rank = 2 * (bind == STB_GLOBAL ? 0
                          : bind == STB_WEAK ? 1
@@ -245,9 +264,9 @@ static void module_read_symbols(struct module *m)
 /* The symbol holding link-time address @p addr: the sized symbol that
  * contains it and starts last (global before weak before local at one
  * address, a default symbol version before a compat one); else the nearest size-0 symbol before it,
- * if no sized one lies between and it is at or above @p floor, the start of addr's PT_LOAD
- * (hand-written assembly often has no size; __ehdr_start is no function);
- * else NULL. */
+ * if no sized one lies between, addr is in its section and it is at or above @p floor, the start of
+ * addr's PT_LOAD (hand-written assembly often has no size; __ehdr_start is no function); else NULL.
+ */
 static const struct symbol *symbol_at(const struct module *m, uint64_t addr, uint64_t floor)
 {
     size_t lo = 0, hi = m->n_syms, i;
@@ -275,6 +294,9 @@ static const struct symbol *symbol_at(const struct module *m, uint64_t addr, uin
     for (i = lo; i-- > 0 && m->syms[i].addr >= floor;) {
         if (m->syms[i].size) {
             return sizeless;
+        }
+        if (addr >= m->syms[i].sec_end) {
+            return sizeless; /* past its section's end: another section's code */
         }
         if (!sizeless || m->syms[i].addr == sizeless->addr) {
             sizeless = &m->syms[i];

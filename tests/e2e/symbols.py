@@ -25,8 +25,12 @@ lines give, turned into a link-time address with readelf's PT_LOADs):
                names QEMU's own -strace (QEMU_STRACE=1, the same QEMU process)
                prints, where it knows one
 
+A size-0 symbol names only code of its own section (readelf -S): the PLT stubs
+after `_init` (size 0, in .init) have no symbol, as objdump's table has none.
+
 Programs: each architecture's static `loops` guest (built with -g), the host's
-sha256sum (a PIE with ld.so and libc), and Debian's static busybox for arm64
+sha256sum (a PIE with ld.so and libc), the dynamic aarch64 `exitcode` guest (a
+PIE with debug info and a PLT, run on the cross libc), and Debian's static busybox for arm64
 and mipsel (stripped: no symbols; tests/e2e/fetch-busybox.sh puts it in the
 cache) running its sha256sum.
 
@@ -110,15 +114,37 @@ def code_symbols(arch, path):
             for line in out.splitlines():
                 parts = line.split()
                 if len(parts) == 4 and parts[2] in CODE_TYPES:
-                    syms.add((int(parts[0], 16), int(parts[1], 16), parts[3]))
+                    found = (int(parts[0], 16), int(parts[1], 16), parts[3])
                 elif len(parts) == 3 and parts[1] in CODE_TYPES:
-                    syms.add((int(parts[0], 16), 0, parts[2]))
+                    found = (int(parts[0], 16), 0, parts[2])
+                else:
+                    continue
+                syms.add(found)
+                if dyn:
+                    # nm -D adds .gnu.version's name (`@@GLIBC_PRIVATE`); .dynsym's own
+                    # name, which libdw gives where no .symtab spells it, has none.
+                    syms.add(found[:2] + (found[2].split("@", 1)[0],))
     return syms
+
+
+def sections(arch, path):
+    """[(start, end)] of path's allocated sections at their link-time addresses, as readelf
+    says."""
+    out = subprocess.run([common.BINUTILS[arch] + "readelf", "-SW", path], stdout=subprocess.PIPE,
+                         check=True, text=True).stdout
+    secs = []
+    for m in re.finditer(r"^\s*\[\s*\d+\]\s+\S+\s+\S+\s+([0-9a-f]+) [0-9a-f]+ ([0-9a-f]+) "
+                         r"[0-9a-f]+\s+(\S*A\S*)\s", out, re.M):
+        start = int(m.group(1), 16)
+        if start:
+            secs.append((start, start + int(m.group(2), 16)))
+    return secs
 
 
 def check_symbols(path, insns, arch, problems):
     """The where column of every instruction of file `path` against nm."""
     loads = common.elf_loads(arch, path)
+    secs = sections(arch, path)
     syms = code_symbols(arch, path)
     by_name = collections.defaultdict(set)
     for addr, size, name in syms:
@@ -142,6 +168,10 @@ def check_symbols(path, insns, arch, problems):
                 problems.append("%s@0x%x (address 0x%x): dump says %s; nm has %s there" % (
                     path, off, addr, where, [n for a, s, n in syms if a <= addr < a + max(s, 1)]
                     or "no symbol holding it"))
+            elif not any(s for _, s in ok) and any(lo <= addr - delta < hi and not lo <= addr < hi
+                                                   for lo, hi in secs):
+                problems.append("%s@0x%x (address 0x%x): dump says %s, a size-0 symbol of "
+                                "another section (readelf -S)" % (path, off, addr, where))
         elif where != "%s!0x%x" % (base, addr) or holders:
             problems.append("%s@0x%x (address 0x%x): dump says %s; nm: %s" % (
                 path, off, addr, where,
@@ -357,18 +387,18 @@ def check_syscall_names(args, arch, tmp, argv, problems):
           % (name, len(got), len(set(got)), ref.count(None)))
 
 
-def trace(args, arch, tmp, name, prog, pargs, extra=()):
+def trace(args, arch, tmp, name, prog, pargs, extra=(), env=None):
     out = os.path.join(tmp, name + ".dump")
     rc, _, err = common.run([args.sluice, "run", "--tool", "dump", "--lines"] + list(extra)
-                            + ["-o", out, "--", prog] + list(pargs))
+                            + ["-o", out, "--", prog] + list(pargs), extra_env=env)
     if rc != 0:
         common.fail("%s: sluice exit %d: %s" % (name, rc, err[-400:]))
     return read_dump(out)
 
 
-def check_program(args, arch, tmp, name, prog, pargs, lines_of=()):
+def check_program(args, arch, tmp, name, prog, pargs, lines_of=(), env=None):
     """Trace prog; check every file it ran code from. Returns the problems."""
-    insns, other = trace(args, arch, tmp, name, prog, pargs)
+    insns, other = trace(args, arch, tmp, name, prog, pargs, env=env)
     files = collections.defaultdict(dict)
     for (path, off), rec in insns.items():
         files[path][off] = rec
@@ -409,6 +439,12 @@ def main():
             problems += check_program(args, "x86_64", tmp, "sha256sum",
                                       "/usr/bin/sha256sum", [data])
             check_syscall_names(args, "x86_64", tmp, ["/usr/bin/sha256sum", data], problems)
+        if not args.arch or "aarch64" in args.arch:
+            # A PIE with debug info and a PLT: its stubs follow .init's size-0 _init.
+            dyn = os.path.abspath(os.path.join(args.guests, "exitcode-dynamic-aarch64"))
+            problems += check_program(args, "aarch64", tmp, "exitcode-dynamic-aarch64", dyn,
+                                      ["0"], lines_of=[dyn],
+                                      env={"QEMU_LD_PREFIX": "/usr/aarch64-linux-gnu"})
         cache = os.path.join(os.environ.get("SLUICE_CACHE",
                                             os.path.expanduser("~/.cache/sluice")), "busybox")
         for deb, arch in (("arm64", "aarch64"), ("mipsel", "mipsel")):
