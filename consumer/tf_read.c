@@ -54,9 +54,16 @@ static int plausible(const struct sluice_tf_frame *h, uint64_t at, uint64_t size
 {
     uint64_t most = h->type == SLUICE_TF_INDEX ? SLUICE_TF_MAX_INDEX : SLUICE_TF_MAX_RAW;
 
-    if (h->magic != SLUICE_TF_FRAME_MAGIC || h->type < SLUICE_TF_FILE ||
-        h->type > SLUICE_TF_FILES || (h->flags & ~SLUICE_TF_ZSTD)) {
+    if (h->magic != SLUICE_TF_FRAME_MAGIC) {
         snprintf(why, n, "no frame header at byte %llu (damaged)", (unsigned long long)at);
+        return 0;
+    }
+    if (h->type < SLUICE_TF_FILE || h->type > SLUICE_TF_FILES || (h->flags & ~SLUICE_TF_ZSTD)) {
+        /* A frame's magic, but what it says is unknown here: damage, or a newer layout. */
+        snprintf(why, n,
+                 "the frame at byte %llu has type %u, flags 0x%x: unknown to this sluice "
+                 "(damaged, or written by a newer one)",
+                 (unsigned long long)at, h->type, h->flags);
         return 0;
     }
     if (h->raw_bytes > most || h->stored_bytes > ZSTD_compressBound(most) ||

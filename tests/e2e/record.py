@@ -30,6 +30,8 @@ exit non-zero, and still deliver every chunk before the damage, in order:
   appended  a second trace after the first: the first whole, the rest named
   index     the trailer damaged: the frames are found by reading them from the
             start, and the dump is whole (exit 0)
+  unknown   a chunk's type changed to one no sluice writes (and the trailer damaged, so
+            the frames are scanned): named with the type it claims
   garbage   random bytes, an empty file: "not a sluice trace file"
 
 A recording made with --uncompressed (chunks stored as the rings held them) must
@@ -341,6 +343,17 @@ def check_damage(args, tmp, name, trace, whole, problems):
     if rc != 0 or got != whole:
         problems.append("%s index: exit %d (%r), %s: want the whole dump from a scan" % (
             name, rc, err, "same" if got == whole else "different"))
+    # unknown: a chunk's type changed to one no sluice writes, read by a scan (the trailer
+    # damaged too): the frame is named with the type it claims, not as "no frame header".
+    odd = chunks[len(chunks) // 2]
+
+    def retype(d):
+        d[odd[0] + 4:odd[0] + 6] = struct.pack("<H", 77)
+        d[len(d) - 24:len(d) - 16] = b"\xff" * 8
+    rc, err, _ = damaged(args, tmp, name, trace, whole, "unknown", retype, problems)
+    if rc == 0 or "byte %d has type 77" % odd[0] not in err:
+        problems.append("%s unknown: exit %d, %r: want a non-zero exit naming the frame at "
+                        "byte %d and its type 77" % (name, rc, err, odd[0]))
     for how, edit in (("garbage", lambda d: d.__setitem__(slice(0, None), os.urandom(100000))),
                       ("empty", lambda d: d.clear())):
         rc, err, _ = damaged(args, tmp, name, trace, whole, how, edit, problems)
