@@ -905,20 +905,48 @@ static struct sluice_session *attached;
 /* A detaching signal that came before the session existed. */
 static volatile sig_atomic_t detach_early;
 
-static void on_detach_signal(int sig)
+/* The first detaching signal: its sender (kill(2)'s pid, or -1: the kernel's, as a
+ * terminal's ^C) and when it came (CLOCK_MONOTONIC, ns; 0: none came yet). */
+static volatile sig_atomic_t first_sender;
+static int64_t first_ns;
+
+/* Whether @p si repeats the first signal: sent by kill(2) from the same process
+ * within 100 ms of it, as `timeout -s INT` does (once to its child, at once again to
+ * its process group, which holds the child too); a second signal meant as one comes
+ * later. Async-signal-safe. */
+static int repeats_first(const siginfo_t *si, int64_t now_ns)
+{
+    return si->si_code == SI_USER && first_sender == (sig_atomic_t)si->si_pid &&
+           now_ns - first_ns < 100000000;
+}
+
+static void on_detach_signal(int sig, siginfo_t *si, void *uc)
 {
     struct sigaction dfl = {.sa_handler = SIG_DFL};
+    struct timespec ts;
+    int64_t now_ns;
 
-    (void)sig;
-    detach_early = 1;
-    sluice_session__detach(attached); /* async-signal-safe; nothing if NULL */
-    /* The next one ends sluice: the way out when what was published cannot be
+    (void)uc;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* async-signal-safe (POSIX) */
+    now_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    if (first_ns == 0) {
+        first_sender = si->si_code == SI_USER ? (sig_atomic_t)si->si_pid : -1;
+        first_ns = now_ns;
+        detach_early = 1;
+        sluice_session__detach(attached); /* async-signal-safe; nothing if NULL */
+        return;
+    }
+    if (repeats_first(si, now_ns)) {
+        return;
+    }
+    /* A second one ends sluice: the way out when what was published cannot be
      * delivered (an output nobody reads), while the guest waits for it. The
      * kernel then closes the socket and the jitter lets the guest go on. */
     sigemptyset(&dfl.sa_mask);
     sigaction(SIGINT, &dfl, NULL);
     sigaction(SIGTERM, &dfl, NULL);
     sigaction(SIGHUP, &dfl, NULL);
+    raise(sig); /* blocked in this handler: delivered, with the default action, on return */
 }
 
 /* The session, no longer reachable from the signal handler (which may then come again). */
@@ -937,12 +965,16 @@ static struct sluice_session *detach_none(void)
     return s;
 }
 
-/* SIGINT, SIGTERM (and SIGHUP if @p hup) detach the session from now on; a second ends sluice. */
+/* SIGINT, SIGTERM (and SIGHUP if @p hup) detach the session from now on; a second ends
+ * sluice, unless it is the first one again (repeats_first()). */
 static void detach_on_signals(int hup)
 {
-    struct sigaction sa = {.sa_handler = on_detach_signal};
+    struct sigaction sa = {.sa_sigaction = on_detach_signal, .sa_flags = SA_SIGINFO};
 
     sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT); /* one handler at a time: they share first_* */
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sigaddset(&sa.sa_mask, SIGHUP);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     if (hup) {

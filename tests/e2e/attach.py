@@ -1123,6 +1123,35 @@ def case_blocked(c):
         os.close(reader)
 
 
+def case_timeout(c):
+    """Two SIGINTs from one process 5 ms apart, as `timeout -s INT 1 sluice attach` sends
+    them (once to sluice, then to its own process group, sluice included; when the second
+    came after sluice had handled the first, it ended sluice at once: exit 130, no report,
+    nothing said). That is one request to detach: the report must be whole, exit 0, and the
+    guest go on. (The real timeout's two often merge into one pending signal: not a test.)"""
+    run = Run(c, "timeout", 3, c.xdg)
+    out = c.path("timeout-attach.json")
+    p = start(c, [c.args.sluice, "attach", str(run.pid), "--tool", "stats", "--json", "-o", out],
+              "timeout-attach", run.xdg)
+    sigint_ready(p.pid)
+    time.sleep(1)
+    p.send_signal(signal.SIGINT)
+    time.sleep(0.005)
+    p.send_signal(signal.SIGINT)
+    rc, _, err = finish(p, 30)
+    try:
+        with open(out) as f:
+            insns = json.loads(f.readline())["total"]["insns"]
+    except (OSError, ValueError, KeyError, TypeError):
+        insns = None
+    c.check(rc == 0 and insns and b"detached from pid" in err,
+            "two SIGINTs 5 ms apart to sluice attach: exit %s, %s instructions reported, "
+            "stderr %r: want exit 0, a report and the detach line" % (rc, insns, err[-300:]))
+    print("timeout: exit %s, %s instructions, %s" % (rc, insns, err.strip().decode(
+        errors="replace")[-120:]))
+    run.finish(60)
+
+
 def case_clobber(c):
     """attach -o (or --record) naming the traced program, a file its QEMU maps: refused in one
     line, exit 2, the program whole. It was emptied and written with the report (attach exit
@@ -1301,7 +1330,8 @@ def execsock_more(c, sdir, left):
 CASES = {"windows": case_windows, "kill": case_kill, "uid": case_uid, "garbage": case_garbage,
          "ls": case_ls, "lossy": case_lossy, "rogue": case_rogue, "zero": case_zero,
          "bare": case_bare, "forks": case_forks, "once": case_once, "stopped": case_stopped,
-         "blocked": case_blocked, "clobber": case_clobber, "execsock": case_execsock}
+         "blocked": case_blocked, "clobber": case_clobber, "execsock": case_execsock,
+         "timeout": case_timeout}
 
 
 def main():
