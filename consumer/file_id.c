@@ -92,3 +92,24 @@ int file_id__changed(const struct sluice_tf_file *then, const struct sluice_tf_f
     }
     return 0;
 }
+
+int file_id__mapped_changed(const struct sluice_map_entry *then, const char *path, char *why,
+                            size_t n)
+{
+    struct stat st;
+
+    if (stat(path, &st) != 0) {
+        snprintf(why, n, "gone since the guest mapped it: %s", strerror(errno));
+        return 1;
+    }
+    if ((uint64_t)st.st_dev != then->dev || (uint64_t)st.st_ino != then->ino) {
+        snprintf(why, n, "replaced since the guest mapped it: another file is at that path");
+        return 1;
+    }
+    if ((uint64_t)st.st_size != then->size ||
+        (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != then->mtime_ns) {
+        snprintf(why, n, "rewritten since the guest mapped it (its size or modification time)");
+        return 1;
+    }
+    return 0;
+}

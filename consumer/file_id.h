@@ -4,7 +4,8 @@
  * @brief What a file is, to tell later whether the file at the same path is
  *        still it: its size, its modification time and its ELF build-id
  *        (NT_GNU_BUILD_ID, read with libelf), as a trace file's FILES frame
- *        keeps them (sluice/trace_file.h).
+ *        keeps them (sluice/trace_file.h); or its inode, size and time, as
+ *        the module log says the guest mapped it (sluice/record.h).
  *
  * Any thread; no state. Never reads more of a file than its program headers
  * and notes, and never blocks on one (a FIFO put at the path is not read).
@@ -14,6 +15,7 @@
 
 #include <stddef.h>
 
+#include "sluice/record.h"
 #include "sluice/trace_file.h"
 
 /**
@@ -32,5 +34,18 @@ int file_id__get(const char *path, struct sluice_tf_file *out);
  */
 int file_id__changed(const struct sluice_tf_file *then, const struct sluice_tf_file *now, char *why,
                      size_t n);
+
+/**
+ * Whether the file at @p path now is not the one a guest mapped, as its
+ * module log entry @p then says (sluice/record.h, format 10: st_dev and
+ * st_ino, st_size and st_mtim when it was mapped): replaced (another
+ * file there, as a rename or a copy over a new file leaves), rewritten in
+ * place, or gone.
+ * @return 1 with the difference in @p why (@p n bytes: "replaced since the
+ *         guest mapped it", "rewritten since ...", "gone: No such file or
+ *         directory"), else 0.
+ */
+int file_id__mapped_changed(const struct sluice_map_entry *then, const char *path, char *why,
+                            size_t n);
 
 #endif /* SLUICE_FILE_ID_H */

@@ -505,6 +505,19 @@ int maps__snapshot(struct maps *m, uint64_t pos, void (*fn)(void *arg, const str
     return rc;
 }
 
+const struct sluice_map_entry *maps__mapped(struct maps *m, uint64_t pos, const char *path)
+{
+    for (uint64_t i = below(m, pos); i-- > 0;) {
+        const struct maps_entry *x = entry(m, i);
+
+        if ((x->e.kind == SLUICE_MAP_MMAP || x->e.kind == SLUICE_MAP_MREMAP) && x->e.ino &&
+            x->path && strcmp(x->path, path) == 0) {
+            return &x->e;
+        }
+    }
+    return NULL;
+}
+
 void maps__event(const struct maps_entry *x, struct sluice_map *out)
 {
     const struct sluice_map_entry *e = &x->e;

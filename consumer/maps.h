@@ -31,7 +31,7 @@ struct maps_entry {
 
 /** Entries per block of the parsed array. */
 #define MAPS_BLOCK 4096u
-/** Most blocks: enough for a 16 MiB log of 64-byte entries. */
+/** Most blocks: enough for a 16 MiB log of 64-byte entries (96 since format 10). */
 #define MAPS_BLOCKS 64u
 
 /** Entries that touch one 2 MiB region of guest addresses, by index, ascending. */
@@ -105,6 +105,13 @@ int maps__lookup(struct maps *m, uint64_t pos, uint64_t addr, struct sluice_modu
  */
 int maps__snapshot(struct maps *m, uint64_t pos, void (*fn)(void *arg, const struct sluice_map *e),
                    void *arg);
+
+/**
+ * The newest entry below position @p pos that mapped the file at @p path
+ * (an mmap or mremap carrying the file's identity, format 10), or NULL.
+ * Walks the entries backwards: call it once per file, not per address.
+ */
+const struct sluice_map_entry *maps__mapped(struct maps *m, uint64_t pos, const char *path);
 
 /** Fill the public event for entry @p x. */
 void maps__event(const struct maps_entry *x, struct sluice_map *out);

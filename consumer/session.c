@@ -543,6 +543,58 @@ struct sluice_session *sluice_session__open_file(const char *path,
     return s;
 }
 
+/*
+ * sluice_file__changed() in a live session: the file at @p path now against
+ * the one the newest mapping of that path in chunk @p c's process map says
+ * the guest mapped, compared once per process and path.
+ */
+static int live_file_changed(struct sluice_session *s, const struct chunk *c, const char *path,
+                             char *why, size_t n)
+{
+    struct maps *maps = c->blocks ? c->blocks->maps : NULL;
+    const struct sluice_map_entry *then;
+    struct live_file *f = NULL;
+    int changed = 0;
+
+    if (!maps) {
+        return 0;
+    }
+    pthread_mutex_lock(&s->files_lock);
+    for (size_t i = 0; i < s->n_live_files && !f; i++) {
+        if (s->live_files[i].maps == maps && strcmp(s->live_files[i].path, path) == 0) {
+            f = &s->live_files[i];
+        }
+    }
+    if (!f && s->n_live_files == s->cap_live_files) {
+        size_t cap = s->cap_live_files ? 2 * s->cap_live_files : 16;
+        struct live_file *p = realloc(s->live_files, cap * sizeof(*p));
+
+        if (p) {
+            s->live_files = p;
+            s->cap_live_files = cap;
+        }
+    }
+    if (!f && s->n_live_files < s->cap_live_files) {
+        f = &s->live_files[s->n_live_files];
+        *f = (struct live_file){.maps = maps, .path = strdup(path)};
+        if (f->path) {
+            s->n_live_files++;
+            then = maps__mapped(maps, c->maps_pos, path);
+            f->changed = then && file_id__mapped_changed(then, path, f->why, sizeof(f->why));
+        } else {
+            f = NULL; /* no memory: not said changed, as a file nothing is known of */
+        }
+    }
+    if (f && f->changed) {
+        changed = 1;
+        if (n) {
+            snprintf(why, n, "%s", f->why);
+        }
+    }
+    pthread_mutex_unlock(&s->files_lock);
+    return changed;
+}
+
 int sluice_file__changed(const struct sluice_thread_info *t, const char *path, char *why, size_t n)
 {
     const struct chunk *c = decode_current(t);
@@ -555,10 +607,13 @@ int sluice_file__changed(const struct sluice_thread_info *t, const char *path, c
         return -EINVAL;
     }
     s = ((const struct ring_state *)c->ring)->s;
+    if (!s->file_path) {
+        return live_file_changed(s, c, path, why, n);
+    }
     f = s->n_files ? bsearch(&key, s->files, s->n_files, sizeof(*s->files), session_file_cmp)
                    : NULL;
     if (!f) {
-        return 0; /* nothing recorded of it (a live session, a version 1 file) */
+        return 0; /* nothing recorded of it (a version 1 file) */
     }
     /* Compared once; later calls (cov asks at every change of module) take no lock. */
     if ((state = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE)) == 0) {
@@ -719,6 +774,10 @@ void sluice_session__free(struct sluice_session *s)
         free(s->files[i].path);
     }
     free(s->files);
+    for (size_t i = 0; i < s->n_live_files; i++) {
+        free(s->live_files[i].path);
+    }
+    free(s->live_files);
     pthread_cond_destroy(&s->readers_done);
     block_tables__destroy(&s->tables);
     if (s->rec) {

@@ -74,6 +74,14 @@ struct session_file {
     char why[96];
 };
 
+/** A file a live session was asked about (sluice_file__changed()). */
+struct live_file {
+    const struct maps *maps; /* the process's module log it was asked about in */
+    char *path;
+    int changed;
+    char why[96];
+};
+
 /** Order of session files by path, for qsort() and bsearch() of s->files. */
 static inline int session_file_cmp(const void *a, const void *b)
 {
@@ -144,6 +152,10 @@ struct sluice_session {
     struct session_file *files;
     size_t n_files;
     pthread_mutex_t files_lock;
+    /* A live session: the files asked about, per process, each compared at the first
+     * question with the file its module log says the guest mapped (under files_lock). */
+    struct live_file *live_files;
+    size_t n_live_files, cap_live_files;
 };
 
 /**

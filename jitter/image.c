@@ -32,6 +32,8 @@ struct mapping {
     uint64_t start, end; /* guest [start, end) */
     int image;           /* index into T.images */
     uint64_t offset;     /* file offset of start */
+    uint64_t size;       /* the file's st_size when it was mapped */
+    int64_t mtime_ns;    /* and its st_mtim, ns */
 };
 
 static struct {
@@ -88,7 +90,10 @@ static void punch(uint64_t start, uint64_t end)
         if (m->end <= start || m->start >= end) {
             i++;
         } else if (m->start < start && m->end > end) {
-            struct mapping tail = {end, m->end, m->image, m->offset + (end - m->start)};
+            struct mapping tail = *m; /* the same file, as it was when mapped */
+
+            tail.start = end;
+            tail.offset = m->offset + (end - m->start);
 
             m->end = start;
             if (grow((void **)&T.maps, &T.cap_maps, T.n_maps, sizeof(*T.maps)) == 0) {
@@ -147,7 +152,14 @@ void image_mmap(uint64_t start, uint64_t len, int fd, uint64_t offset)
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
         idx = image_index(&st, fd);
         if (idx >= 0 && grow((void **)&T.maps, &T.cap_maps, T.n_maps, sizeof(*T.maps)) == 0) {
-            T.maps[T.n_maps++] = (struct mapping){start, start + len, idx, offset};
+            T.maps[T.n_maps++] = (struct mapping){
+                .start = start,
+                .end = start + len,
+                .image = idx,
+                .offset = offset,
+                .size = (uint64_t)st.st_size,
+                .mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
+            };
         }
     }
     pthread_mutex_unlock(&T.lock);
@@ -173,7 +185,7 @@ static const struct mapping *mapping_at(uint64_t addr)
 
 void image_mremap(uint64_t old_start, uint64_t old_len, uint64_t start, uint64_t len)
 {
-    struct mapping moved = {start, start + len, -1, 0};
+    struct mapping moved = {.start = start, .end = start + len, .image = -1};
     const struct mapping *m;
 
     pthread_mutex_lock(&T.lock);
@@ -181,6 +193,8 @@ void image_mremap(uint64_t old_start, uint64_t old_len, uint64_t start, uint64_t
     if ((m = mapping_at(old_start))) {
         moved.image = m->image;
         moved.offset = m->offset + (old_start - m->start);
+        moved.size = m->size;
+        moved.mtime_ns = m->mtime_ns;
     }
     punch(old_start, old_start + old_len);
     punch(start, start + len);
@@ -231,6 +245,10 @@ int image_file_at(uint64_t addr, struct image_file *out)
     pthread_mutex_lock(&T.lock);
     if ((m = mapping_at(addr))) {
         source_in(m, addr, &out->id, &out->base, &out->offset);
+        out->dev = (uint64_t)T.images[m->image].dev;
+        out->ino = (uint64_t)T.images[m->image].ino;
+        out->size = m->size;
+        out->mtime_ns = m->mtime_ns;
         snprintf(out->path, sizeof(out->path), "%s",
                  T.images[m->image].path ? T.images[m->image].path : "");
     }

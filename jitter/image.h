@@ -49,6 +49,9 @@ struct image_file {
     uint32_t id;         /**< image id, as image_of() gives it */
     uint64_t base;       /**< lowest guest address the file is mapped at */
     uint64_t offset;     /**< file offset of the address */
+    uint64_t dev, ino;   /**< the file's st_dev and st_ino */
+    uint64_t size;       /**< its st_size when this mapping was made */
+    int64_t mtime_ns;    /**< its st_mtim then, ns */
     char path[PATH_MAX]; /**< the file's path as the host saw it when first mapped */
 };
 

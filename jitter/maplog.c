@@ -76,6 +76,10 @@ static uint64_t append_mapping(struct sluice_map_entry *e, int file)
         e->image = f.id;
         e->offset = f.offset;
         e->base = f.base;
+        e->dev = f.dev;
+        e->ino = f.ino;
+        e->size = f.size;
+        e->mtime_ns = f.mtime_ns;
         return append(e, f.path, strlen(f.path));
     }
     return append(e, "", 0);

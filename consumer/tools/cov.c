@@ -104,7 +104,7 @@ static long module_of(const struct cov_item *it)
     if (it->changed) {
         /* drcov names modules by path: Lighthouse would read these blocks against that file. */
         fprintf(stderr,
-                "sluice: cov: %s is not the file that was recorded (rebuilt or replaced since): "
+                "sluice: cov: %s is not the file the trace ran (rebuilt or replaced since): "
                 "its blocks are listed under that path all the same\n",
                 it->path);
     }

@@ -369,7 +369,7 @@ static void read_image(const struct sluice_thread_info *t, struct module *m)
     int fd;
 
     if (sluice_file__changed(t, m->path, why, sizeof(why)) == 1) {
-        snprintf(msg, sizeof(msg), "not the file that was recorded (%s)", why);
+        snprintf(msg, sizeof(msg), "not the file the trace ran (%s)", why);
         unreadable(m->path, msg); /* its symbols would be another program's */
         return;
     }

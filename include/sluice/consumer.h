@@ -247,18 +247,24 @@ struct sluice_callbacks {
 int sluice_map__at(const struct sluice_thread_info *t, uint64_t addr, struct sluice_module *out);
 
 /**
- * Whether the file now at @p path, which a recorded guest mapped (a path
- * `sluice_map__at()` gave), is not the file the recording saw: call it from
- * a worker callback of a trace file session before naming code from the
- * file (symbols, disassembly), which would otherwise be another program's.
- * Compared once per file, on the first call: ELF build-ids (NT_GNU_BUILD_ID)
- * when both files have one, else size and modification time.
+ * Whether the file now at @p path, which the traced guest mapped (a path
+ * `sluice_map__at()` gave), is not the file the trace ran: call it from a
+ * worker callback before naming code from the file (symbols, disassembly),
+ * which would otherwise be another program's. Compared once per file (per
+ * process in a live session), on the first call. A trace file session
+ * compares with what the recording saw: ELF build-ids (NT_GNU_BUILD_ID)
+ * when both files have one, else size and modification time. A live
+ * session compares with what the guest mapped, as the newest mapping of
+ * @p path in the thread's module log says (record.h, format 10): the
+ * same inode, size and modification time.
  * @param[out] why when changed, how (@p n bytes; "it was 1234 bytes when
- *             recorded, 5678 now")
- * @return 1 (changed), 0 (the same; or the file cannot be read now; or
- *         nothing is recorded of it: a live session, a trace file of
- *         version 1, a file already gone when it was recorded), -EINVAL
- *         (not inside a worker callback of this session).
+ *             recorded, 5678 now", "replaced since the guest mapped it:
+ *             another file is at that path")
+ * @return 1 (changed, or gone in a live session), 0 (the same; or the file
+ *         cannot be read now in a trace file session; or nothing is
+ *         recorded of it: a trace file of version 1, a file already gone
+ *         when it was recorded, no mapping of that path), -EINVAL (not
+ *         inside a worker callback of this session).
  */
 int sluice_file__changed(const struct sluice_thread_info *t, const char *path, char *why, size_t n);
 

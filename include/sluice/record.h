@@ -141,7 +141,7 @@
 #include <stdint.h>
 
 /** Format version of records, ring header and block table; bumped on any change. */
-#define SLUICE_FORMAT_VERSION 9u
+#define SLUICE_FORMAT_VERSION 10u
 /** `magic` of a ring header: "SLUICERG" as little-endian bytes. */
 #define SLUICE_RING_MAGIC 0x4752454349554c53ull
 
@@ -363,12 +363,12 @@ struct sluice_blocks_hdr {
 };
 
 /*
- * Module log (format 8), in the block table's mapping at `maps_offset`:
- * every change the guest made to its mappings through mmap, munmap,
- * mprotect and mremap (shmat as an anonymous shared mmap, shmdt as a
- * munmap; brk's as QEMU makes them, mmap and munmap), appended in the
- * order QEMU made them (under its mmap_lock),
- * entries end to end. A position is a byte offset into the log; "the map
+ * Module log (format 8; entries carry the mapped file's identity since
+ * format 10), in the block table's mapping at `maps_offset`: every change
+ * the guest made to its mappings through mmap, munmap, mprotect and mremap
+ * (shmat as an anonymous shared mmap, shmdt as a munmap; brk's as QEMU
+ * makes them, mmap and munmap), appended in the order QEMU made them
+ * (under its mmap_lock), entries end to end. A position is a byte offset into the log; "the map
  * at position P" is what the entries below P leave. The ELF loader's
  * mappings come first (entries made before any thread ran). A forked child
  * starts with a copy of its parent's log.
@@ -393,7 +393,7 @@ enum sluice_map_kind {
 /** `image` of an anonymous mapping. */
 #define SLUICE_MAP_ANON 0xffffffffu
 
-/** A module log entry's fixed part (64 bytes, little-endian). */
+/** A module log entry's fixed part (96 bytes since format 10, little-endian). */
 struct sluice_map_entry {
     uint32_t bytes; /**< the entry's bytes, path and padding included; a multiple of 8 */
     uint16_t kind;  /**< enum sluice_map_kind */
@@ -407,6 +407,17 @@ struct sluice_map_entry {
     uint64_t base;   /**< lowest guest address the file is mapped at (its module base) */
     uint64_t old_start; /**< mremap: where the mapping was */
     uint64_t old_len;   /**< mremap: its bytes there */
+    /*
+     * Format 10, an mmap or mremap of a regular file: the file the guest
+     * mapped as fstat() saw it then (`st_dev`, `st_ino`, `st_size`, `st_mtim`
+     * in ns since the epoch), so a consumer that reads the file at `path`
+     * later knows whether it is still that one (not replaced by a rename,
+     * not rewritten). All 0 otherwise.
+     */
+    uint64_t dev;     /**< st_dev of the mapped file */
+    uint64_t ino;     /**< st_ino */
+    uint64_t size;    /**< st_size, bytes */
+    int64_t mtime_ns; /**< st_mtim, ns */
 };
 
 /** Words of a descriptor of @p n instructions, without its slots. */

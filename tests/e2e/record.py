@@ -517,7 +517,7 @@ def check_files(args, tmp, data, problems):
                            what="files %s" % how)
         with open(out, errors="replace") as f:
             text = f.read()
-        said = [l for l in err.splitlines() if "not the file that was recorded" in l]
+        said = [l for l in err.splitlines() if "not the file the trace ran" in l]
         print("files %s: %s, %d lines named prog!, %d prog@" % (
             how, said[0] if said else "nothing said", text.count(" prog!"), text.count(" prog@")))
         return said, text.count(" prog!"), text.count(" prog@")
@@ -533,7 +533,7 @@ def check_files(args, tmp, data, problems):
                         "naming %s and its build-id, code as path@offset" % (said, named, prog))
     cov = common.fresh(os.path.join(tmp, "files.drcov"))
     _, _, err = sluice(args, ["report", trace, "--tool", "cov", "-o", cov], what="files cov")
-    if "%s is not the file that was recorded" % prog not in err:
+    if "%s is not the file the trace ran" % prog not in err:
         problems.append("files: cov of a replaced program says nothing: %r" % err[-300:])
 
 

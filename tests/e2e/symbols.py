@@ -25,6 +25,10 @@ lines give, turned into a link-time address with readelf's PT_LOADs):
                names QEMU's own -strace (QEMU_STRACE=1, the same QEMU process)
                prints, where it knows one
 
+A library renamed over by another after the guest mapped it and before its
+code ran (the `replaced` guest) is named as path@offset, with one line saying
+so, never with the other file's symbols.
+
 A size-0 symbol names only code of its own section (readelf -S): the PLT stubs
 after `_init` (size 0, in .init) have no symbol, as objdump's table has none.
 
@@ -419,6 +423,36 @@ def check_program(args, arch, tmp, name, prog, pargs, lines_of=(), env=None):
     return problems
 
 
+def check_replaced(args, tmp, problems):
+    """The replaced guest: its library is renamed over by another before its code runs. The
+    dump must not name that code with the other file's symbols (zz_*, at those offsets):
+    it says, once, that the file is not the one the trace ran, and shows the code as
+    path@offset. (It named it zz_scale+0x.. and said nothing.)"""
+    lib = os.path.join(tmp, "libx.so")
+    out = os.path.join(tmp, "replaced.dump")
+    rc, stdout, err = common.run(
+        [args.sluice, "run", "--tool", "dump", "-o", out, "--",
+         os.path.join(args.guests, "replaced-x86_64"),
+         os.path.join(args.guests, "replaced-first.so"),
+         os.path.join(args.guests, "replaced-second.so"), lib])
+    err = err.decode(errors="replace")
+    if rc != 0 or stdout != b"sum 328350\n":
+        problems.append("replaced: sluice exit %d, stdout %r: %s" % (rc, stdout, err[-300:]))
+        return
+    with open(out, errors="replace") as f:
+        code = [l for l in f if re.match(r"^\d+ 0x[0-9a-f]+ libx\.so[!@]", l)]
+    wrong = [l for l in code if "libx.so!zz_" in l]
+    said = [l for l in err.splitlines() if lib in l and "not the file the trace ran (replaced" in l]
+    shown = [l for l in code if " libx.so@0x" in l]
+    print("replaced: %d instructions of libx.so, %d shown as path@offset, %d named with the "
+          "other file's symbols; said: %s" % (len(code), len(shown), len(wrong), said))
+    if not code or wrong or len(said) != 1 or len(shown) != len(code):
+        problems.append("replaced: %d lines of libx.so's code, %d named with the replacing "
+                        "file's symbols (%r), %d shown as path@offset; stderr %r: want every "
+                        "line as path@offset and one line saying the file was replaced"
+                        % (len(code), len(wrong), wrong[:2], len(shown), err[-300:]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sluice", required=True)
@@ -439,6 +473,8 @@ def main():
             problems += check_program(args, "x86_64", tmp, "sha256sum",
                                       "/usr/bin/sha256sum", [data])
             check_syscall_names(args, "x86_64", tmp, ["/usr/bin/sha256sum", data], problems)
+        if not args.arch or "x86_64" in args.arch:
+            check_replaced(args, tmp, problems)
         if not args.arch or "aarch64" in args.arch:
             # A PIE with debug info and a PLT: its stubs follow .init's size-0 _init.
             dyn = os.path.abspath(os.path.join(args.guests, "exitcode-dynamic-aarch64"))

@@ -15,7 +15,7 @@
 #include "sluice/record.h"
 
 /* A log being written, as the jitter lays it out. */
-static uint8_t log_area[8 << 20];
+static uint8_t log_area[16 << 20]; /* the jitter's size: 100 000 entries of 96 bytes fit */
 static uint64_t used, dropped;
 
 /* Append an entry; returns its position. */
@@ -262,4 +262,38 @@ Test(maps, many_changes_elsewhere_and_huge_ranges)
     cr_assert_eq(mod.offset, 0x1000 + 0xdbeef);
     cr_assert_eq(maps__lookup(&m, used, 0x2ffffffff, &mod), 0);
     cr_assert_null(mod.path, "the rest of the reservation");
+}
+
+/* Give the entry at @p at the identity of a mapped file (format 10). */
+static void identity(uint64_t at, uint64_t ino)
+{
+    struct sluice_map_entry *e = (struct sluice_map_entry *)(log_area + at);
+
+    e->dev = 8;
+    e->ino = ino;
+    e->size = 4096 * ino;
+    e->mtime_ns = 1000 * (int64_t)ino;
+}
+
+/* The newest mapping of a path below a position, with its identity: what a live
+ * session compares the file at that path with (sluice_file__changed()). */
+Test(maps, mapped_finds_the_newest_mapping_of_a_path)
+{
+    uint64_t p1, p2;
+
+    identity(add(SLUICE_MAP_MMAP, 0x10000, 0x1000, 5, 0, "/x"), 1);
+    add(SLUICE_MAP_MMAP, 0x20000, 0x1000, 5, 0, "/y"); /* no identity (format 9's) */
+    p1 = used;
+    add(SLUICE_MAP_MUNMAP, 0x10000, 0x1000, 0, 0, NULL);
+    identity(add_remap(0x30000, 0x1000, 0x40000, 0x1000, 0, "/x"), 2);
+    p2 = used;
+    identity(add(SLUICE_MAP_MMAP, 0x50000, 0x1000, 5, 0, "/x"), 3);
+
+    cr_assert_eq(maps__mapped(&m, p1, "/x")->ino, 1);
+    cr_assert_eq(maps__mapped(&m, p2, "/x")->ino, 2, "an mremap maps it too");
+    cr_assert_eq(maps__mapped(&m, used, "/x")->ino, 3);
+    cr_assert_eq(maps__mapped(&m, used, "/x")->size, 3 * 4096);
+    cr_assert_null(maps__mapped(&m, used, "/y"), "no identity: nothing to compare with");
+    cr_assert_null(maps__mapped(&m, used, "/z"));
+    cr_assert_null(maps__mapped(&m, 0, "/x"), "nothing below position 0");
 }

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Guest (x86_64 only, dynamic): a library replaced on disk after the guest
+ * mapped it and before any of its code ran. Copies library FIRST to PATH,
+ * dlopen()s it, puts library SECOND at PATH by a rename (as a package
+ * upgrade or a rebuild does), then calls FIRST's replaced_sum(). The code
+ * that runs is FIRST's; the file at PATH when a tool reads it is SECOND,
+ * whose symbols at those offsets are others (zz_*). A tool that names
+ * that code from the file must say it is not the file the trace ran.
+ *
+ * Usage: replaced FIRST SECOND PATH. Prints "sum N"; exit 0, else 1 with
+ * the reason.
+ */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Copy file @p from to @p to (created or truncated). */
+static int copy(const char *from, const char *to)
+{
+    char buf[65536];
+    int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+    ssize_t n = 0;
+
+    while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof(buf))) > 0) {
+        if (write(out, buf, (size_t)n) != n) {
+            n = -1;
+            break;
+        }
+    }
+    if (in >= 0) {
+        close(in);
+    }
+    if (out >= 0) {
+        close(out);
+    }
+    return in < 0 || out < 0 || n < 0 ? -1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    char tmp[4096];
+    void *h;
+    int (*sum)(int);
+
+    if (argc != 4 || snprintf(tmp, sizeof(tmp), "%s.new", argv[3]) >= (int)sizeof(tmp)) {
+        fprintf(stderr, "usage: replaced FIRST SECOND PATH\n");
+        return 1;
+    }
+    if (copy(argv[1], argv[3]) != 0 || !(h = dlopen(argv[3], RTLD_NOW)) ||
+        !(sum = (int (*)(int))dlsym(h, "replaced_sum"))) {
+        fprintf(stderr, "replaced: loading %s as %s: %s\n", argv[1], argv[3], dlerror());
+        return 1;
+    }
+    if (copy(argv[2], tmp) != 0 || rename(tmp, argv[3]) != 0) {
+        perror("replaced: putting the second library in place");
+        return 1;
+    }
+    printf("sum %d\n", sum(100));
+    return 0;
+}
