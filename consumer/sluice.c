@@ -625,6 +625,18 @@ static int exited_0(int status)
     return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+/* A whole run in which the filter selected no instruction and no access: most
+ * often a knob set wrong (an address range the code is not in), so say so. */
+static void report_nothing_selected(const struct run_args *a, const struct sluice_counts *t)
+{
+    if (a->filter.path && t->insns == 0 && t->loads == 0 && t->stores == 0 && t->lost == 0) {
+        fprintf(stderr,
+                "sluice: the filter %s selected nothing: no instruction and no access of the "
+                "guest was traced (are its --set values right?)\n",
+                a->filter.path);
+    }
+}
+
 /* No guest thread was ever traced and something failed: say what, in one
  * line (QEMU's own message, if any, is above it). */
 static void report_not_started(int status, const struct sluice_session *s)
@@ -842,7 +854,7 @@ static int run_traced(struct sluice_session *s, int status_line, double *t0)
 static int cmd_run(int argc, char **argv)
 {
     struct tool_env env = {.out = stderr, .name = "stderr"};
-    struct sluice_counts unused;
+    struct sluice_counts total;
     struct sluice_session *s = NULL;
     struct run_paths paths;
     struct run_args a;
@@ -870,7 +882,7 @@ static int cmd_run(int argc, char **argv)
     /* The status line shares stderr with the guest's: only when the guest's
      * stdout is not the terminal. */
     failed = run_traced(s, status_line_ok(&env) && !isatty(STDOUT_FILENO), &t0);
-    started = sluice_session__counts(s, &unused, NULL, NULL, 0) > 0;
+    started = sluice_session__counts(s, &total, NULL, NULL, 0) > 0;
     if (failed && started) {
         say_errors("sluice: trace: ", s);
     }
@@ -893,6 +905,7 @@ static int cmd_run(int argc, char **argv)
     failed |= a.tool->report(&env, s, now() - t0) != 0;
     /* Text inside a JSON, raw or drcov output would break it: notes_out() says where. */
     report_unclosed(notes_out(&a, &env), s, status);
+    report_nothing_selected(&a, &total);
     failed |= close_output(&env);
     sluice_session__free(s);
     filter_arg_cleanup(&a.filter);

@@ -7,7 +7,10 @@
  *
  * With --set in_main=1, lo and hi are offsets from the main executable's
  * base (its lowest mapped address) and only its code is traced: for a PIE,
- * the addresses `nm` and `objdump -d` print, wherever it was loaded.
+ * the addresses `nm` and `objdump -d` print, wherever it was loaded. A
+ * program that is not a PIE (ET_EXEC) is linked at its addresses: `nm`'s
+ * are then absolute, for in_main 0 (offsets would be nm's minus its base,
+ * 0x400000 on x86_64). A run that selects nothing is said on stderr.
  *
  * With the defaults (0, 0) the range is empty and nothing is traced.
  */

@@ -12,7 +12,7 @@ very same execution. What sluice must have written, per filter:
   coverage    each pc the reference executed, exactly once, and nothing else
   range       the reference trace restricted to pcs in [lo, hi), in order (the window
               taken in the main executable from a run with lo = hi = 0, which must
-              trace nothing)
+              trace nothing and say so on stderr)
   range_main  the same window given as offsets from the main executable's base
               (--set in_main=1; base from QEMU's `-d page` start_code and readelf):
               the same events; for the PIE sha256sum the window's start is an
@@ -88,6 +88,7 @@ class Run:
         rc, out, err = common.run(["setarch", "-R"] + common.cmd_sluice(
             args.sluice, "dump", self.act, prog, pargs, extra=extra), timeout, extra_env=env)
         self.problems = []
+        self.err = err.decode(errors="replace")
         if rc != rc0 or out != out0:
             self.problems.append("traced: exit %d stdout %r; untraced: exit %d stdout %r; "
                                  "stderr %r" % (rc, out[:200], rc0, out0[:200], err[-400:]))
@@ -150,6 +151,11 @@ def check_range(args, tmp, arch, argv):
     # the guest's), so a window there may catch nothing the next time.
     r = Run(args, tmp, arch, argv, "range", sets=("lo=0", "hi=0"), qemu_log="page")
     if r.problems or r.expect(lambda ev: False) != 0:
+        return r, 0
+    if "sluice: the filter %s selected nothing" % os.path.join(args.filters, "range.bpf.o") \
+            not in r.err:
+        r.problems.append("an empty window traced nothing and nothing said so: stderr %r"
+                          % r.err[-300:])
         return r, 0
     code = main_code(r)
     if code is None:
