@@ -325,18 +325,19 @@ struct map_hit {
     uint64_t serial, pos, page, addr; /* serial 0: empty */
     int rc;
     struct sluice_module mod;
+    const struct sluice_map_entry *file; /* the entry that mapped it (maps__lookup) */
 };
 #define MAP_HITS 64
 static __thread struct map_hit map_hits[MAP_HITS];
 
 static int lookup(const struct block_table *bt, uint64_t pos, uint64_t addr,
-                  struct sluice_module *out)
+                  struct sluice_module *out, const struct sluice_map_entry **file)
 {
     uint64_t page = addr >> 12;
     struct map_hit *h = &map_hits[(page ^ pos * 0x9e3779b97f4a7c15ull >> 58) % MAP_HITS];
 
     if (h->serial != bt->serial || h->pos != pos || h->page != page) {
-        h->rc = maps__lookup(bt->maps, pos, addr, &h->mod);
+        h->rc = maps__lookup(bt->maps, pos, addr, &h->mod, &h->file);
         h->serial = bt->serial;
         h->pos = pos;
         h->page = page;
@@ -347,6 +348,7 @@ static int lookup(const struct block_table *bt, uint64_t pos, uint64_t addr,
         if (out->image != SLUICE_MAP_ANON) {
             out->offset += addr - h->addr;
         }
+        *file = h->file;
     }
     return h->rc;
 }
@@ -356,7 +358,8 @@ const struct chunk *decode_current(const struct sluice_thread_info *t)
     return current && current->t == t ? current->c : NULL;
 }
 
-int sluice_map__at(const struct sluice_thread_info *t, uint64_t addr, struct sluice_module *out)
+int decode_map_at(const struct sluice_thread_info *t, uint64_t addr, struct sluice_module *out,
+                  const struct sluice_map_entry **file, uint64_t *table)
 {
     struct decoder *d = current;
     struct maps *m;
@@ -374,14 +377,23 @@ int sluice_map__at(const struct sluice_thread_info *t, uint64_t addr, struct slu
     if (pos == SLUICE_MAPS_UNLOGGED) {
         return -ENOENT; /* lifted after the log filled up: the map it knows is not the map */
     }
-    if (pos && lookup(d->c->blocks, pos > d->marked ? pos : d->marked, addr, out) == 0) {
+    *table = d->c->blocks->serial;
+    if (pos && lookup(d->c->blocks, pos > d->marked ? pos : d->marked, addr, out, file) == 0) {
         return 0;
     }
     pos = d->in_block ? d->c->maps_pos : map_before_next_change(d);
     if (maps__full(m) && pos >= maps__used(m)) {
         return -ENOENT; /* (the changes since the log filled up are not in it) */
     }
-    return lookup(d->c->blocks, pos, addr, out);
+    return lookup(d->c->blocks, pos, addr, out, file);
+}
+
+int sluice_map__at(const struct sluice_thread_info *t, uint64_t addr, struct sluice_module *out)
+{
+    const struct sluice_map_entry *file;
+    uint64_t table;
+
+    return decode_map_at(t, addr, out, &file, &table);
 }
 
 /* Hand @p n PCs at @p pcs (n <= RUN_MAX) to cb->exec_batch as one run. */

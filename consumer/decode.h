@@ -43,4 +43,13 @@ uint64_t decode_chunk(struct chunk *c, const struct sluice_callbacks *cb,
  */
 const struct chunk *decode_current(const struct sluice_thread_info *t);
 
+/**
+ * sluice_map__at(), and also the module log entry that mapped the file
+ * there (@p file: its identity, format 10; valid while the process's block
+ * table lives) and that table's serial (@p table, unique per table).
+ * Worker thread, inside a callback for @p t. Returns as sluice_map__at().
+ */
+int decode_map_at(const struct sluice_thread_info *t, uint64_t addr, struct sluice_module *out,
+                  const struct sluice_map_entry **file, uint64_t *table);
+
 #endif /* SLUICE_DECODE_H */

@@ -302,7 +302,8 @@ static int64_t previous(struct maps *m, uint64_t addr, uint64_t bound)
 }
 
 /* maps__lookup() over the first @p n entries (lock held). */
-static int walk(struct maps *m, uint64_t n, uint64_t addr, struct sluice_module *out)
+static int walk(struct maps *m, uint64_t n, uint64_t addr, struct sluice_module *out,
+                const struct sluice_map_entry **file)
 {
     int need_file = 1, need_prot = 1;
 
@@ -334,6 +335,9 @@ static int walk(struct maps *m, uint64_t n, uint64_t addr, struct sluice_module 
             out->path = entry(m, i)->path;
             out->base = e->image == SLUICE_MAP_ANON ? 0 : e->base;
             out->offset = e->image == SLUICE_MAP_ANON ? 0 : e->offset + (addr - e->start);
+            if (file) {
+                *file = e;
+            }
             need_file = 0;
         }
         if (e->kind == SLUICE_MAP_MMAP) {
@@ -355,13 +359,14 @@ static int walk(struct maps *m, uint64_t n, uint64_t addr, struct sluice_module 
     return -ENOENT;
 }
 
-int maps__lookup(struct maps *m, uint64_t pos, uint64_t addr, struct sluice_module *out)
+int maps__lookup(struct maps *m, uint64_t pos, uint64_t addr, struct sluice_module *out,
+                 const struct sluice_map_entry **file)
 {
     uint64_t n = below(m, pos);
     int rc;
 
     pthread_mutex_lock(&m->lock);
-    rc = walk(m, n, addr, out);
+    rc = walk(m, n, addr, out, file);
     pthread_mutex_unlock(&m->lock);
     return rc;
 }

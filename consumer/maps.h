@@ -93,9 +93,13 @@ const struct maps_entry *maps__entry_at(struct maps *m, uint64_t at);
  * @p pos (the entries below it), as sluice_map__at() describes it. Reads
  * only the entries that touch @p addr's region (and the few huge ones), so
  * its cost does not grow with the changes made elsewhere.
+ * @param[out] file if not NULL, with 0: the mmap or mremap entry that put
+ *             the mapping there (its file's identity, format 10; valid while
+ *             @p m lives)
  * @return 0, or -ENOENT (nothing mapped there, or not logged).
  */
-int maps__lookup(struct maps *m, uint64_t pos, uint64_t addr, struct sluice_module *out);
+int maps__lookup(struct maps *m, uint64_t pos, uint64_t addr, struct sluice_module *out,
+                 const struct sluice_map_entry **file);
 
 /**
  * Call @p fn for each mapping of the map at position @p pos, by address:

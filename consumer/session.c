@@ -543,13 +543,28 @@ struct sluice_session *sluice_session__open_file(const char *path,
     return s;
 }
 
+/* Whether live file @p f is the one asked about: @p path as mapped by @p mapped (NULL: newest). */
+static int live_file_is(const struct live_file *f, const struct maps *maps, const char *path,
+                        const struct sluice_map_entry *mapped)
+{
+    if (f->maps != maps || strcmp(f->path, path) != 0) {
+        return 0;
+    }
+    if (!mapped) {
+        return !f->ino;
+    }
+    return f->dev == mapped->dev && f->ino == mapped->ino && f->size == mapped->size &&
+           f->mtime_ns == mapped->mtime_ns;
+}
+
 /*
- * sluice_file__changed() in a live session: the file at @p path now against
- * the one the newest mapping of that path in chunk @p c's process map says
- * the guest mapped, compared once per process and path.
+ * sluice_file__changed() and sluice_file__changed_at() in a live session:
+ * the file at @p path now against the one the guest mapped, as module log
+ * entry @p mapped says (NULL: the newest mapping of @p path in chunk
+ * @p c's process map), compared once per process, path and mapped file.
  */
 static int live_file_changed(struct sluice_session *s, const struct chunk *c, const char *path,
-                             char *why, size_t n)
+                             const struct sluice_map_entry *mapped, char *why, size_t n)
 {
     struct maps *maps = c->blocks ? c->blocks->maps : NULL;
     const struct sluice_map_entry *then;
@@ -561,7 +576,7 @@ static int live_file_changed(struct sluice_session *s, const struct chunk *c, co
     }
     pthread_mutex_lock(&s->files_lock);
     for (size_t i = 0; i < s->n_live_files && !f; i++) {
-        if (s->live_files[i].maps == maps && strcmp(s->live_files[i].path, path) == 0) {
+        if (live_file_is(&s->live_files[i], maps, path, mapped)) {
             f = &s->live_files[i];
         }
     }
@@ -577,9 +592,15 @@ static int live_file_changed(struct sluice_session *s, const struct chunk *c, co
     if (!f && s->n_live_files < s->cap_live_files) {
         f = &s->live_files[s->n_live_files];
         *f = (struct live_file){.maps = maps, .path = strdup(path)};
+        if (mapped) {
+            f->dev = mapped->dev;
+            f->ino = mapped->ino;
+            f->size = mapped->size;
+            f->mtime_ns = mapped->mtime_ns;
+        }
         if (f->path) {
             s->n_live_files++;
-            then = maps__mapped(maps, c->maps_pos, path);
+            then = mapped ? mapped : maps__mapped(maps, c->maps_pos, path);
             f->changed = then && file_id__mapped_changed(then, path, f->why, sizeof(f->why));
         } else {
             f = NULL; /* no memory: not said changed, as a file nothing is known of */
@@ -608,7 +629,7 @@ int sluice_file__changed(const struct sluice_thread_info *t, const char *path, c
     }
     s = ((const struct ring_state *)c->ring)->s;
     if (!s->file_path) {
-        return live_file_changed(s, c, path, why, n);
+        return live_file_changed(s, c, path, NULL, why, n);
     }
     f = s->n_files ? bsearch(&key, s->files, s->n_files, sizeof(*s->files), session_file_cmp)
                    : NULL;
@@ -632,6 +653,99 @@ int sluice_file__changed(const struct sluice_thread_info *t, const char *path, c
         snprintf(why, n, "%s", f->why);
     }
     return state == 2;
+}
+
+/*
+ * In a trace file session: whether the guest mapped, through module log
+ * entry @p mapped, another file than the one recorded of @p path (a path
+ * that held two files during the run: the recording read one of them) and
+ * that file is not at the path now; else as sluice_file__changed().
+ */
+static int recorded_mapped_changed(const struct sluice_thread_info *t,
+                                   const struct sluice_session *s, const char *path,
+                                   const struct sluice_map_entry *mapped, char *why, size_t n)
+{
+    struct session_file key = {.path = (char *)path}, *f;
+
+    f = s->n_files ? bsearch(&key, s->files, s->n_files, sizeof(*s->files), session_file_cmp)
+                   : NULL;
+    if (f && (f->then.size != mapped->size || f->then.mtime_ns != mapped->mtime_ns)) {
+        /* Not the recorded file; the file at the path now may still be it (the same machine). */
+        if (!file_id__mapped_changed(mapped, path, NULL, 0)) {
+            return 0;
+        }
+        if (n) {
+            snprintf(why, n,
+                     "the guest mapped another file at that path than the one recorded (%llu "
+                     "bytes then, %llu recorded)",
+                     (unsigned long long)mapped->size, (unsigned long long)f->then.size);
+        }
+        return 1;
+    }
+    return sluice_file__changed(t, path, why, n);
+}
+
+int sluice_map__file_at(const struct sluice_thread_info *t, uint64_t addr,
+                        struct sluice_file_id *out)
+{
+    const struct sluice_map_entry *mapped = NULL;
+    struct sluice_module m;
+    uint64_t table;
+    int rc;
+
+    if (!out) {
+        return -EINVAL;
+    }
+    rc = decode_map_at(t, addr, &m, &mapped, &table);
+    if (rc < 0) {
+        return rc;
+    }
+    if (!m.path || !mapped || !mapped->ino) {
+        return -ENOENT;
+    }
+    *out = (struct sluice_file_id){mapped->dev, mapped->ino, mapped->size, mapped->mtime_ns};
+    return 0;
+}
+
+/* A worker thread's last sluice_file__changed_at() answer: most calls ask of the same mapping. */
+static __thread struct {
+    uint64_t table; /* block table serial; 0: none yet */
+    const struct sluice_map_entry *mapped;
+    int changed;
+    char why[128];
+} last_at;
+
+int sluice_file__changed_at(const struct sluice_thread_info *t, uint64_t addr, char *why, size_t n)
+{
+    const struct chunk *c = decode_current(t);
+    const struct sluice_map_entry *mapped = NULL;
+    const struct sluice_session *s;
+    struct sluice_module m;
+    uint64_t table = 0;
+
+    if (!c || (!why && n)) {
+        return -EINVAL;
+    }
+    if (decode_map_at(t, addr, &m, &mapped, &table) != 0 || !m.path) {
+        return 0; /* nothing mapped, or anonymous: no file to compare */
+    }
+    if (!mapped || !mapped->ino) {
+        return sluice_file__changed(t, m.path, why, n); /* no identity logged (format < 10) */
+    }
+    if (last_at.table != table || last_at.mapped != mapped) {
+        s = ((const struct ring_state *)c->ring)->s;
+        last_at.changed =
+            s->file_path
+                ? recorded_mapped_changed(t, s, m.path, mapped, last_at.why, sizeof(last_at.why))
+                : live_file_changed((struct sluice_session *)s, c, m.path, mapped, last_at.why,
+                                    sizeof(last_at.why));
+        last_at.table = table;
+        last_at.mapped = mapped;
+    }
+    if (last_at.changed == 1 && n) {
+        snprintf(why, n, "%s", last_at.why);
+    }
+    return last_at.changed == 1;
 }
 
 int sluice_session__record_error(const struct sluice_session *s)

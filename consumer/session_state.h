@@ -78,6 +78,9 @@ struct session_file {
 struct live_file {
     const struct maps *maps; /* the process's module log it was asked about in */
     char *path;
+    /* The mapped file asked about (as its module log entry says); all 0: the newest of path. */
+    uint64_t dev, ino, size;
+    int64_t mtime_ns;
     int changed;
     char why[96];
 };

@@ -38,14 +38,16 @@ struct cov_item {
     int changed; /* a recording's file that is not the one at its path now */
 };
 
-/* The last module path this worker asked sluice_file__changed() about, and the answer:
- * blocks come in runs of one module, and the path is the module log's (stable). */
+/* The last mapping this worker asked sluice_file__changed_at() about (by its path, which is
+ * the module log entry's own copy: one per mapping), and the answer: blocks come in runs of
+ * one module. */
 static __thread const char *asked_path;
 static __thread int asked_changed;
 
 struct module {
     char *path;
     uint64_t base, end;
+    int said_changed; /* a block of it said to be from another file than the one at path now */
 };
 
 /* Open addressing over (module, offset, size); 0 is an empty slot. */
@@ -75,7 +77,7 @@ static int on_block(void *user, const struct sluice_thread_info *t, const struct
         it->end = m.end;
         if (m.path != asked_path) {
             asked_path = m.path;
-            asked_changed = sluice_file__changed(t, m.path, NULL, 0) == 1;
+            asked_changed = sluice_file__changed_at(t, b->pc, NULL, 0) == 1;
         }
         it->changed = asked_changed;
     }
@@ -83,7 +85,7 @@ static int on_block(void *user, const struct sluice_thread_info *t, const struct
 }
 
 /* The id of the module of @p path (added, with its base), or -1 without memory. */
-static long module_of(const struct cov_item *it)
+static long module_find(const struct cov_item *it)
 {
     for (size_t i = 0; i < C.n_mods; i++) {
         if (strcmp(C.mods[i].path, it->path) == 0) {
@@ -101,15 +103,24 @@ static long module_of(const struct cov_item *it)
         C.mods = p;
         C.cap_mods = cap;
     }
-    if (it->changed) {
+    C.mods[C.n_mods] = (struct module){strdup(it->path), it->base, it->end, 0};
+    return C.mods[C.n_mods].path ? (long)C.n_mods++ : -1;
+}
+
+/* module_find(), saying once per module when a block of it is not of the file at its path. */
+static long module_of(const struct cov_item *it)
+{
+    long id = module_find(it);
+
+    if (id >= 0 && it->changed && !C.mods[id].said_changed) {
+        C.mods[id].said_changed = 1;
         /* drcov names modules by path: Lighthouse would read these blocks against that file. */
         fprintf(stderr,
-                "sluice: cov: %s is not the file the trace ran (rebuilt or replaced since): "
-                "its blocks are listed under that path all the same\n",
+                "sluice: cov: %s is not the file the trace ran (some or all of its blocks: "
+                "rebuilt or replaced since): they are listed under that path all the same\n",
                 it->path);
     }
-    C.mods[C.n_mods] = (struct module){strdup(it->path), it->base, it->end};
-    return C.mods[C.n_mods].path ? (long)C.n_mods++ : -1;
+    return id;
 }
 
 static uint64_t mix(uint64_t k)

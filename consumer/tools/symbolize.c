@@ -63,7 +63,8 @@ struct module {
     struct module *next; /* hash chain */
     uint64_t hash;
     char *path;
-    char *image; /* the whole file as read once; NULL: not read (not regular, too big) */
+    uint64_t ident; /* the mapped file's (file_ident()): one module per file a path held */
+    char *image;    /* the whole file as read once; NULL: not read (not regular, too big) */
     size_t image_len;
     Dwfl *dwfl; /* NULL: not ELF (or libdw could not read it) */
     Dwfl_Module *mod;
@@ -104,7 +105,8 @@ static struct disasm disasms[] = {
 };
 
 struct cached {
-    uint64_t pc, offset, start, path_hash; /* the key: the same pc of the same mapping */
+    uint64_t pc, offset, start, path_hash; /* the key: the same pc of the same mapping ... */
+    uint64_t ident;                        /* ... of the same file (file_ident()) */
     uint32_t pid, len;                     /* len 0: empty slot */
     uint32_t at, gen;                      /* text at arena + at, of arena generation gen */
 };
@@ -131,6 +133,25 @@ static uint64_t hash_str(const char *s)
 
 /* Append @p s, at most @p max bytes of it (its tail when @p tail), control
  * characters and non-ASCII as '?', not past @p end. */
+/*
+ * The identity of the file mapped at @p addr, as one word (0: none known):
+ * a path that held two files during the run (a library replaced between
+ * two loads) gives two modules, never one file's symbols for the other.
+ */
+static uint64_t file_ident(const struct sluice_thread_info *t, uint64_t addr)
+{
+    struct sluice_file_id id;
+    uint64_t h;
+
+    if (sluice_map__file_at(t, addr, &id) != 0) {
+        return 0;
+    }
+    h = id.dev * 0x9e3779b97f4a7c15ull ^ id.ino;
+    h = (h * 0xff51afd7ed558ccdull) ^ id.size;
+    h = (h * 0xc4ceb9fe1a85ec53ull) ^ (uint64_t)id.mtime_ns;
+    return h ? h : 1;
+}
+
 static char *put_clean(char *p, char *end, const char *s, size_t max, int tail)
 {
     size_t n = strlen(s);
@@ -357,10 +378,10 @@ static void unreadable(const char *path, const char *why)
 
 /* Read @p m's file whole into m->image if it is a regular file now, opened
  * without blocking (a FIFO or device put at the path since the guest mapped
- * it is not read) and within the size bounds, and if it is the file a
- * recording of thread @p t's session saw (sluice_file__changed()); says once
- * when a bound is hit. */
-static void read_image(const struct sluice_thread_info *t, struct module *m)
+ * it is not read) and within the size bounds, and if it is the file the
+ * mapping at @p addr of thread @p t's process was made from
+ * (sluice_file__changed_at()); says once when a bound is hit. */
+static void read_image(const struct sluice_thread_info *t, struct module *m, uint64_t addr)
 {
     char why[128], msg[192];
     struct stat st;
@@ -368,7 +389,7 @@ static void read_image(const struct sluice_thread_info *t, struct module *m)
     ssize_t n;
     int fd;
 
-    if (sluice_file__changed(t, m->path, why, sizeof(why)) == 1) {
+    if (sluice_file__changed_at(t, addr, why, sizeof(why)) == 1) {
         snprintf(msg, sizeof(msg), "not the file the trace ran (%s)", why);
         unreadable(m->path, msg); /* its symbols would be another program's */
         return;
@@ -403,15 +424,15 @@ out:
     }
 }
 
-/* The module of @p path (of thread @p t's process), opened on first use; NULL past MAX_MODULES or
- * out of memory. Under sym.lock. */
+/* The module of @p path and mapped file @p ident, the one mapped at @p addr of thread @p t's
+ * process, opened on first use; NULL past MAX_MODULES or out of memory. Under sym.lock. */
 static struct module *module_get(const struct sluice_thread_info *t, const char *path,
-                                 uint64_t hash)
+                                 uint64_t hash, uint64_t ident, uint64_t addr)
 {
     struct module **slot = &sym.slots[hash % HASH_SLOTS], *m;
 
     for (m = *slot; m; m = m->next) {
-        if (m->hash == hash && strcmp(m->path, path) == 0) {
+        if (m->hash == hash && m->ident == ident && strcmp(m->path, path) == 0) {
             return m;
         }
     }
@@ -431,7 +452,8 @@ static struct module *module_get(const struct sluice_thread_info *t, const char 
         return NULL;
     }
     m->hash = hash;
-    read_image(t, m);
+    m->ident = ident;
+    read_image(t, m, addr);
     if (sym.flags & (SYM_SYMBOLS | SYM_LINES)) {
         module_read_elf(m);
     }
@@ -611,8 +633,8 @@ static char *put_target(char *p, char *end, const struct sluice_thread_info *t,
     uint64_t addr;
 
     if (!to || sluice_map__at(t, to, &tm) < 0 || !tm.path ||
-        !(m = module_get(t, tm.path, hash_str(tm.path))) || !(l = link_of(m, tm.offset, &addr)) ||
-        !(s = symbol_at(m, addr, l->vaddr))) {
+        !(m = module_get(t, tm.path, hash_str(tm.path), file_ident(t, to), to)) ||
+        !(l = link_of(m, tm.offset, &addr)) || !(s = symbol_at(m, addr, l->vaddr))) {
         return p;
     }
     p = put_clean(p, end, " <", 2, 0);
@@ -653,13 +675,13 @@ static char *put_insn(char *p, char *end, const struct sluice_thread_info *t,
 
 /* Describe @p pc of mapping @p mm into [p, end): the slow path, under the lock. */
 static char *describe(char *p, char *end, const struct sluice_thread_info *t, uint64_t pc,
-                      const struct sluice_module *mm, uint64_t path_hash)
+                      const struct sluice_module *mm, uint64_t path_hash, uint64_t ident)
 {
     char *start = p, *q;
     struct module *m;
 
     pthread_mutex_lock(&sym.lock);
-    m = module_get(t, mm->path, path_hash);
+    m = module_get(t, mm->path, path_hash, ident, pc);
     if (sym.flags & SYM_SYMBOLS) {
         p = put_module(p, end, mm->path);
         p = put_symbol(p, end, m, mm->offset);
@@ -736,17 +758,22 @@ size_t sym_describe(const struct sluice_thread_info *t, uint64_t pc, char *buf, 
         return n;
     }
     h = hash_str(mm.path);
-    key = (struct cached){
-        .pc = pc, .offset = mm.offset, .start = mm.start, .path_hash = h, .pid = t->pid};
+    key = (struct cached){.pc = pc,
+                          .offset = mm.offset,
+                          .start = mm.start,
+                          .path_hash = h,
+                          .ident = file_ident(t, pc),
+                          .pid = t->pid};
     c = thread_cache();
     slot = c ? &c->slots[(pc ^ (pc >> 16) ^ t->pid) % CACHE_SLOTS] : NULL;
     if (slot && slot->len && slot->gen == c->gen && slot->pc == pc && slot->pid == t->pid &&
-        slot->offset == mm.offset && slot->start == mm.start && slot->path_hash == h) {
+        slot->offset == mm.offset && slot->start == mm.start && slot->path_hash == h &&
+        slot->ident == key.ident) {
         n = slot->len < cap ? slot->len : cap;
         memcpy(buf, c->arena + slot->at, n);
         return n;
     }
-    p = describe(tmp, tmp + sizeof(tmp), t, pc, &mm, h);
+    p = describe(tmp, tmp + sizeof(tmp), t, pc, &mm, h, key.ident);
     n = (size_t)(p - tmp);
     if (slot && n) {
         cache_put(c, slot, &key, tmp, n);

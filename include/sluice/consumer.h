@@ -268,6 +268,52 @@ int sluice_map__at(const struct sluice_thread_info *t, uint64_t addr, struct slu
  */
 int sluice_file__changed(const struct sluice_thread_info *t, const char *path, char *why, size_t n);
 
+/**
+ * The file a mapping was made from, as fstat() saw it in the guest's QEMU
+ * when the guest mapped it (the module log entry of its mmap or mremap,
+ * record.h format 10). Two mappings of one path with different ids were
+ * two different files (a library rebuilt or replaced between two loads).
+ */
+struct sluice_file_id {
+    uint64_t dev;     /**< st_dev (of the machine the guest ran on) */
+    uint64_t ino;     /**< st_ino, never 0 */
+    uint64_t size;    /**< st_size, bytes */
+    int64_t mtime_ns; /**< st_mtim, ns since the Unix epoch */
+};
+
+/**
+ * The identity of the file mapped at guest address @p addr of @p t's
+ * process, at the same place in the stream as sluice_map__at() answers.
+ * Worker thread, from a worker callback (as sluice_map__at()).
+ * @return 0 with @p out filled; -ENOENT (nothing mapped there, anonymous
+ *         memory, or no identity logged: a file fstat() failed on, a trace
+ *         recorded before format 10); -EINVAL (not inside a worker
+ *         callback of this session, or @p out NULL).
+ */
+int sluice_map__file_at(const struct sluice_thread_info *t, uint64_t addr,
+                        struct sluice_file_id *out);
+
+/**
+ * Whether the file at the path of the mapping that holds @p addr (as
+ * sluice_map__at() finds it) is not the file that mapping was made from:
+ * sluice_file__changed() for that mapping rather than for its path, so a
+ * path that held two files during the run (dlopen, dlclose, a rebuild,
+ * dlopen again) is answered for each. A live session compares the file now
+ * with the mapping's identity (sluice_map__file_at()); a trace file session
+ * says changed when the mapping's file was not the one the recording read
+ * (its size or modification time differ from the recorded ones), else
+ * answers as sluice_file__changed(). Mappings without an identity are
+ * answered as sluice_file__changed() of their path. Worker thread, from a
+ * worker callback; compared once per mapped file.
+ * @param[out] why as sluice_file__changed()'s, or "the guest mapped another
+ *             file at that path than the one recorded (...)"
+ * @return 1 (changed, or gone in a live session), 0 (the same, anonymous
+ *         memory, nothing mapped, or nothing known: as
+ *         sluice_file__changed()), -EINVAL (not inside a worker callback
+ *         of this session, or @p why NULL with @p n not 0).
+ */
+int sluice_file__changed_at(const struct sluice_thread_info *t, uint64_t addr, char *why, size_t n);
+
 /** Options; fields added later keep the old behaviour when zero. */
 struct sluice_consumer_opts {
     size_t sz;        /**< sizeof(struct sluice_consumer_opts) */

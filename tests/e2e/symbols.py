@@ -453,6 +453,55 @@ def check_replaced(args, tmp, problems):
                         % (len(code), len(wrong), wrong[:2], len(shown), err[-300:]))
 
 
+def check_twice(args, tmp, problems):
+    """The replaced guest with `twice`: libx.so holds FIRST, whose replaced_sum runs, is
+    unloaded, then SECOND is renamed over it, loaded and its replaced_sum runs. Live and
+    from a recording, each line of libx.so's code must be replaced_sum+off within its size
+    (the same code in both files) or path@offset; never the other file's symbols (the
+    symbolizer kept one file per path: FIRST's code with SECOND's zz_* names, or SECOND's
+    with names past FIRST's end)."""
+    first = os.path.join(args.guests, "replaced-first.so")
+    nm = subprocess.run(["nm", "-S", "--defined-only", first], capture_output=True, text=True)
+    size = [int(f[1], 16) for f in (l.split() for l in nm.stdout.splitlines())
+            if len(f) == 4 and f[3] == "replaced_sum"]
+    if not size:
+        problems.append("twice: no replaced_sum in nm -S of %s" % first)
+        return
+    for how in ("live", "recorded"):
+        lib = os.path.join(tmp, "libx-%s.so" % how)
+        out = os.path.join(tmp, "twice-%s.dump" % how)
+        trace = os.path.join(tmp, "twice.sltr")
+        guest = [os.path.join(args.guests, "replaced-x86_64"), first,
+                 os.path.join(args.guests, "replaced-second.so"), lib, "twice"]
+        opts = ["--tool", "dump", "-o", out] if how == "live" else \
+            ["--record", common.fresh(trace), "-o", os.devnull]
+        rc, stdout, err = common.run([args.sluice, "run"] + opts + ["--"] + guest)
+        err = err.decode(errors="replace")
+        if rc == 0 and how == "recorded":
+            rc, _, more = common.run([args.sluice, "report", trace, "--tool", "dump", "-o", out])
+            err += more.decode(errors="replace")
+        if rc != 0 or stdout != b"sum 328350\nsum 328350\n":
+            problems.append("twice %s: sluice exit %d, stdout %r: %s" % (how, rc, stdout,
+                                                                          err[-300:]))
+            continue
+        name = re.escape(os.path.basename(lib))
+        with open(out, errors="replace") as f:
+            code = [m.group(1) for m in (re.match(r"^\d+ 0x[0-9a-f]+ %s([!@]\S+)" % name, l)
+                                         for l in f) if m]
+        named = [c for c in code if c.startswith("!")]
+        right = [c for c in named
+                 if re.fullmatch(r"!replaced_sum\+0x([0-9a-f]+)", c)
+                 and int(c.split("+")[1], 16) < size[0]]
+        print("twice %s: %d instructions of %s, %d named (%d as replaced_sum within its size), "
+              "%d as path@offset" % (how, len(code), lib, len(named), len(right),
+                                     len(code) - len(named)))
+        if len(code) < 2 * 100 or len(right) != len(named):
+            wrong = sorted(set(named) - set(right))
+            problems.append("twice %s: %d lines of the two files' code, %d named with the other "
+                            "file's symbols (%r): want replaced_sum+off or path@offset" % (
+                                how, len(code), len(named) - len(right), wrong[:4]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sluice", required=True)
@@ -475,6 +524,7 @@ def main():
             check_syscall_names(args, "x86_64", tmp, ["/usr/bin/sha256sum", data], problems)
         if not args.arch or "x86_64" in args.arch:
             check_replaced(args, tmp, problems)
+            check_twice(args, tmp, problems)
         if not args.arch or "aarch64" in args.arch:
             # A PIE with debug info and a PLT: its stubs follow .init's size-0 _init.
             dyn = os.path.abspath(os.path.join(args.guests, "exitcode-dynamic-aarch64"))

@@ -8,8 +8,15 @@
  * whose symbols at those offsets are others (zz_*). A tool that names
  * that code from the file must say it is not the file the trace ran.
  *
- * Usage: replaced FIRST SECOND PATH. Prints "sum N"; exit 0, else 1 with
- * the reason.
+ * With `twice`, the path holds both files in turn: FIRST is loaded from
+ * PATH and its replaced_sum() runs, it is unloaded (dlclose), SECOND is
+ * renamed over PATH, loaded from there and its own replaced_sum() runs (at
+ * another offset, likely at the same address). Each call's code must be
+ * named from its own file, or shown as path@offset: never one file's code
+ * with the other's symbols.
+ *
+ * Usage: replaced FIRST SECOND PATH [twice]. Prints "sum N" per call; exit
+ * 0, else 1 with the reason.
  */
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -45,8 +52,11 @@ int main(int argc, char **argv)
     void *h;
     int (*sum)(int);
 
-    if (argc != 4 || snprintf(tmp, sizeof(tmp), "%s.new", argv[3]) >= (int)sizeof(tmp)) {
-        fprintf(stderr, "usage: replaced FIRST SECOND PATH\n");
+    int twice = argc == 5 && strcmp(argv[4], "twice") == 0;
+
+    if ((argc != 4 && !twice) ||
+        snprintf(tmp, sizeof(tmp), "%s.new", argv[3]) >= (int)sizeof(tmp)) {
+        fprintf(stderr, "usage: replaced FIRST SECOND PATH [twice]\n");
         return 1;
     }
     if (copy(argv[1], argv[3]) != 0 || !(h = dlopen(argv[3], RTLD_NOW)) ||
@@ -54,8 +64,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "replaced: loading %s as %s: %s\n", argv[1], argv[3], dlerror());
         return 1;
     }
+    if (twice) {
+        printf("sum %d\n", sum(100));
+        if (dlclose(h) != 0) {
+            fprintf(stderr, "replaced: dlclose: %s\n", dlerror());
+            return 1;
+        }
+    }
     if (copy(argv[2], tmp) != 0 || rename(tmp, argv[3]) != 0) {
         perror("replaced: putting the second library in place");
+        return 1;
+    }
+    if (twice &&
+        (!(h = dlopen(argv[3], RTLD_NOW)) || !(sum = (int (*)(int))dlsym(h, "replaced_sum")))) {
+        fprintf(stderr, "replaced: loading %s again: %s\n", argv[3], dlerror());
         return 1;
     }
     printf("sum %d\n", sum(100));

@@ -81,21 +81,22 @@ Test(maps, lookup_at_positions)
     add(SLUICE_MAP_MMAP, 0x10000, 0x1000, 5, 0x2000, "/lib/b.so");
     p4 = used;
 
-    cr_assert_eq(maps__lookup(&m, 0, 0x10000, &mod), -ENOENT, "nothing before the first entry");
-    cr_assert_eq(maps__lookup(&m, p1, 0x11004, &mod), 0);
+    cr_assert_eq(maps__lookup(&m, 0, 0x10000, &mod, NULL), -ENOENT,
+                 "nothing before the first entry");
+    cr_assert_eq(maps__lookup(&m, p1, 0x11004, &mod, NULL), 0);
     cr_assert_str_eq(mod.path, "/lib/a.so");
     cr_assert_eq(mod.offset, 0x1004);
     cr_assert_eq(mod.prot, 5);
-    cr_assert_eq(maps__lookup(&m, p2, 0x11004, &mod), 0);
+    cr_assert_eq(maps__lookup(&m, p2, 0x11004, &mod, NULL), 0);
     cr_assert_eq(mod.prot, 1, "the mprotect after the mmap");
-    cr_assert_eq(maps__lookup(&m, p2, 0x10004, &mod), 0);
+    cr_assert_eq(maps__lookup(&m, p2, 0x10004, &mod, NULL), 0);
     cr_assert_eq(mod.prot, 5, "outside the mprotect's range");
-    cr_assert_eq(maps__lookup(&m, p3, 0x10004, &mod), -ENOENT, "unmapped");
-    cr_assert_eq(maps__lookup(&m, p4, 0x10004, &mod), 0);
+    cr_assert_eq(maps__lookup(&m, p3, 0x10004, &mod, NULL), -ENOENT, "unmapped");
+    cr_assert_eq(maps__lookup(&m, p4, 0x10004, &mod, NULL), 0);
     cr_assert_str_eq(mod.path, "/lib/b.so", "the same address, mapped again");
     cr_assert_eq(mod.offset, 0x2004);
-    cr_assert_eq(maps__lookup(&m, p4, 0x11004, &mod), -ENOENT);
-    cr_assert_eq(maps__lookup(&m, p1 - 1, 0x10000, &mod), -ENOENT, "inside the first entry");
+    cr_assert_eq(maps__lookup(&m, p4, 0x11004, &mod, NULL), -ENOENT);
+    cr_assert_eq(maps__lookup(&m, p1 - 1, 0x10000, &mod, NULL), -ENOENT, "inside the first entry");
 }
 
 Test(maps, mremap_moves_file_and_protection)
@@ -106,13 +107,13 @@ Test(maps, mremap_moves_file_and_protection)
     add(SLUICE_MAP_MPROTECT, 0x20000, 0x2000, 7, 0, NULL);
     add_remap(0x20000, 0x2000, 0x90000, 0x3000, 0x4000, "/f");
 
-    cr_assert_eq(maps__lookup(&m, used, 0x90010, &mod), 0);
+    cr_assert_eq(maps__lookup(&m, used, 0x90010, &mod, NULL), 0);
     cr_assert_str_eq(mod.path, "/f");
     cr_assert_eq(mod.offset, 0x4010);
     cr_assert_eq(mod.prot, 7, "the protection it had where it was");
     cr_assert_eq(mod.start, 0x90000);
     cr_assert_eq(mod.end, 0x93000);
-    cr_assert_eq(maps__lookup(&m, used, 0x20010, &mod), -ENOENT, "nothing left where it was");
+    cr_assert_eq(maps__lookup(&m, used, 0x20010, &mod, NULL), -ENOENT, "nothing left where it was");
 }
 
 static struct sluice_map got[16];
@@ -179,8 +180,8 @@ static void expect_bad(void (*spoil)(struct sluice_map_entry *), const char *fie
     spoil((struct sluice_map_entry *)(log_area + at));
     cr_assert_eq(maps__sync(&m, used), 1);
     cr_assert(strstr(maps__bad(&m), field), "'%s' does not name %s", maps__bad(&m), field);
-    cr_assert_eq(maps__lookup(&m, used, 0x10000, &mod), 0);
-    cr_assert_eq(maps__lookup(&m, used, 0x20000, &mod), -ENOENT);
+    cr_assert_eq(maps__lookup(&m, used, 0x10000, &mod, NULL), 0);
+    cr_assert_eq(maps__lookup(&m, used, 0x20000, &mod, NULL), -ENOENT);
 }
 
 static void huge_bytes(struct sluice_map_entry *e)
@@ -232,7 +233,7 @@ Test(maps, used_past_capacity_is_clamped)
     add(SLUICE_MAP_MMAP, 0x10000, 0x1000, 5, 0, "/ok");
     used = ~0ull;
     cr_assert_eq(maps__used(&m), sizeof(log_area));
-    cr_assert_eq(maps__lookup(&m, ~0ull, 0x10000, &mod), 0, "the zeros after it are refused");
+    cr_assert_eq(maps__lookup(&m, ~0ull, 0x10000, &mod, NULL), 0, "the zeros after it are refused");
     cr_assert(strstr(maps__bad(&m), "bytes"));
 }
 
@@ -247,20 +248,20 @@ Test(maps, many_changes_elsewhere_and_huge_ranges)
         add(SLUICE_MAP_MMAP, 0x10000000 + (uint64_t)(i % 7) * 0x100000, 0x40000, 3, 0, NULL);
         add(SLUICE_MAP_MUNMAP, 0x10000000 + (uint64_t)(i % 7) * 0x100000, 0x40000, 0, 0, NULL);
     }
-    cr_assert_eq(maps__lookup(&m, used, 0x7f0000001234, &mod), 0);
+    cr_assert_eq(maps__lookup(&m, used, 0x7f0000001234, &mod, NULL), 0);
     cr_assert_str_eq(mod.path, "/lib/libc.so.6");
-    cr_assert_eq(maps__lookup(&m, lib_at, 0x7f0000001234, &mod), 0);
-    cr_assert_eq(maps__lookup(&m, used, 0x10000000, &mod), -ENOENT);
+    cr_assert_eq(maps__lookup(&m, lib_at, 0x7f0000001234, &mod, NULL), 0);
+    cr_assert_eq(maps__lookup(&m, used, 0x10000000, &mod, NULL), -ENOENT);
     /* A reservation over 64 regions (the `big` list), then a file inside it. */
     add(SLUICE_MAP_MMAP, 0x200000000, 1ull << 32, 0, 0, NULL);
-    cr_assert_eq(maps__lookup(&m, used, 0x2deadbeef, &mod), 0);
+    cr_assert_eq(maps__lookup(&m, used, 0x2deadbeef, &mod, NULL), 0);
     cr_assert_null(mod.path);
     cr_assert_eq(mod.prot, 0);
     add(SLUICE_MAP_MMAP, 0x2dea00000, 0x200000, 5, 0x1000, "/x");
-    cr_assert_eq(maps__lookup(&m, used, 0x2deadbeef, &mod), 0);
+    cr_assert_eq(maps__lookup(&m, used, 0x2deadbeef, &mod, NULL), 0);
     cr_assert_str_eq(mod.path, "/x");
     cr_assert_eq(mod.offset, 0x1000 + 0xdbeef);
-    cr_assert_eq(maps__lookup(&m, used, 0x2ffffffff, &mod), 0);
+    cr_assert_eq(maps__lookup(&m, used, 0x2ffffffff, &mod, NULL), 0);
     cr_assert_null(mod.path, "the rest of the reservation");
 }
 
@@ -296,4 +297,28 @@ Test(maps, mapped_finds_the_newest_mapping_of_a_path)
     cr_assert_null(maps__mapped(&m, used, "/y"), "no identity: nothing to compare with");
     cr_assert_null(maps__mapped(&m, used, "/z"));
     cr_assert_null(maps__mapped(&m, 0, "/x"), "nothing below position 0");
+}
+
+/* The entry that mapped an address, with its file's identity: two files mapped
+ * in turn at one path and one address are told apart (sluice_file__changed_at()). */
+Test(maps, lookup_gives_the_entry_that_mapped_the_address)
+{
+    const struct sluice_map_entry *file = NULL;
+    struct sluice_module mod;
+    uint64_t p1;
+
+    identity(add(SLUICE_MAP_MMAP, 0x10000, 0x2000, 5, 0, "/x"), 1);
+    add(SLUICE_MAP_MPROTECT, 0x11000, 0x1000, 1, 0, NULL);
+    p1 = used;
+    add(SLUICE_MAP_MUNMAP, 0x10000, 0x2000, 0, 0, NULL);
+    identity(add(SLUICE_MAP_MMAP, 0x10000, 0x2000, 5, 0, "/x"), 2);
+    identity(add_remap(0x10000, 0x2000, 0x40000, 0x2000, 0, "/x"), 3);
+
+    cr_assert_eq(maps__lookup(&m, p1, 0x11004, &mod, &file), 0);
+    cr_assert_eq(file->ino, 1, "the mmap's, not the mprotect's");
+    cr_assert_eq(mod.prot, 1);
+    cr_assert_eq(maps__lookup(&m, used, 0x40004, &mod, &file), 0);
+    cr_assert_eq(file->ino, 3, "an mremap's own entry");
+    cr_assert_eq(maps__lookup(&m, used - 1, 0x10004, &mod, &file), 0);
+    cr_assert_eq(file->ino, 2, "the second file at the same path and address");
 }
