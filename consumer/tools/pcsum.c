@@ -68,6 +68,19 @@ static uint64_t k_pow(uint64_t e)
     return r;
 }
 
+/* The last k_pow() asked on this thread: runs are mostly blocks of one length. */
+static __thread uint64_t k_pow_e = 0, k_pow_r = 1;
+
+/* k_pow(@p e), remembered: its squarings took a fifth of pcsum-batch's fold (perf). */
+static uint64_t k_pow_last(uint64_t e)
+{
+    if (e != k_pow_e) {
+        k_pow_e = e;
+        k_pow_r = k_pow(e);
+    }
+    return k_pow_r;
+}
+
 static int same_thread(const struct pcsum *p, uint32_t pid, uint32_t tid, uint32_t seq)
 {
     return p->pid == pid && p->tid == tid && p->seq == seq;
@@ -183,7 +196,7 @@ static int on_exec_batch(void *user, const struct sluice_thread_info *t, const u
         a3 = a3 * PCSUM_K4 + pcs[i + 3];
     }
     if (n > head) {
-        run.h = run.h * k_pow(n - head) + a0 * PCSUM_K3 + a1 * PCSUM_K2 + a2 * PCSUM_K + a3;
+        run.h = run.h * k_pow_last(n - head) + a0 * PCSUM_K3 + a1 * PCSUM_K2 + a2 * PCSUM_K + a3;
     }
     memcpy(item, &run, sizeof(run));
     return 1;
@@ -206,7 +219,7 @@ static void on_trace_run(void *user, const struct sluice_thread_info *t, void *i
 
     if (p) {
         memcpy(&run, item, sizeof(run));
-        p->h = p->h * k_pow(run.n) + run.h;
+        p->h = p->h * k_pow_last(run.n) + run.h;
         p->n += run.n;
     }
 }
