@@ -707,19 +707,25 @@ int sluice_map__file_at(const struct sluice_thread_info *t, uint64_t addr,
     return 0;
 }
 
-/* A worker thread's last sluice_file__changed_at() answer: most calls ask of the same mapping. */
-static __thread struct {
-    uint64_t table; /* block table serial; 0: none yet */
+/*
+ * A worker thread's recent sluice_file__changed_at() answers, by mapping:
+ * cov asks at every change of module, and code goes back and forth between
+ * a program and its libraries; each answer is fixed once given.
+ */
+#define CHANGED_AT_SLOTS 16
+static __thread struct changed_at {
+    uint64_t table; /* block table serial; 0: empty */
     const struct sluice_map_entry *mapped;
     int changed;
     char why[128];
-} last_at;
+} changed_at[CHANGED_AT_SLOTS];
 
 int sluice_file__changed_at(const struct sluice_thread_info *t, uint64_t addr, char *why, size_t n)
 {
     const struct chunk *c = decode_current(t);
     const struct sluice_map_entry *mapped = NULL;
     const struct sluice_session *s;
+    struct changed_at *a;
     struct sluice_module m;
     uint64_t table = 0;
 
@@ -732,20 +738,20 @@ int sluice_file__changed_at(const struct sluice_thread_info *t, uint64_t addr, c
     if (!mapped || !mapped->ino) {
         return sluice_file__changed(t, m.path, why, n); /* no identity logged (format < 10) */
     }
-    if (last_at.table != table || last_at.mapped != mapped) {
+    a = &changed_at[((uintptr_t)mapped / sizeof(*mapped) ^ table) % CHANGED_AT_SLOTS];
+    if (a->table != table || a->mapped != mapped) {
         s = ((const struct ring_state *)c->ring)->s;
-        last_at.changed =
-            s->file_path
-                ? recorded_mapped_changed(t, s, m.path, mapped, last_at.why, sizeof(last_at.why))
-                : live_file_changed((struct sluice_session *)s, c, m.path, mapped, last_at.why,
-                                    sizeof(last_at.why));
-        last_at.table = table;
-        last_at.mapped = mapped;
+        a->changed = s->file_path
+                         ? recorded_mapped_changed(t, s, m.path, mapped, a->why, sizeof(a->why))
+                         : live_file_changed((struct sluice_session *)s, c, m.path, mapped, a->why,
+                                             sizeof(a->why));
+        a->table = table;
+        a->mapped = mapped;
     }
-    if (last_at.changed == 1 && n) {
-        snprintf(why, n, "%s", last_at.why);
+    if (a->changed == 1 && n) {
+        snprintf(why, n, "%s", a->why);
     }
-    return last_at.changed == 1;
+    return a->changed == 1;
 }
 
 int sluice_session__record_error(const struct sluice_session *s)
