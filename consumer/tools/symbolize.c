@@ -131,8 +131,6 @@ static uint64_t hash_str(const char *s)
     return h;
 }
 
-/* Append @p s, at most @p max bytes of it (its tail when @p tail), control
- * characters and non-ASCII as '?', not past @p end. */
 /*
  * The identity of the file mapped at @p addr, as one word (0: none known):
  * a path that held two files during the run (a library replaced between
@@ -152,6 +150,8 @@ static uint64_t file_ident(const struct sluice_thread_info *t, uint64_t addr)
     return h ? h : 1;
 }
 
+/* Append @p s, at most @p max bytes of it (its tail when @p tail), control
+ * characters and non-ASCII as '?', not past @p end. */
 static char *put_clean(char *p, char *end, const char *s, size_t max, int tail)
 {
     size_t n = strlen(s);
