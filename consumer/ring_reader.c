@@ -95,12 +95,13 @@ static int map_ring(struct ring_reader *r, int fd, uint64_t offset, uint64_t siz
 {
     size_t len = SLUICE_RING_HDR_BYTES + 2 * size;
     uint8_t *base = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    uint8_t *data = base + SLUICE_RING_HDR_BYTES;
-    int flags = MAP_SHARED | MAP_FIXED;
+    int flags = MAP_SHARED | MAP_FIXED, err = errno;
+    uint8_t *data;
 
     if (base == MAP_FAILED) {
-        return fail(r, errno, "ring: reserving %zu bytes: %s", len, strerror(errno));
+        return fail(r, err, "ring: reserving %zu bytes: %s", len, strerror(err));
     }
+    data = base + SLUICE_RING_HDR_BYTES; /* (not before: MAP_FAILED plus an offset is UB) */
     /* All of it read-only: our words are in our tail file. */
     off_t hdr = (off_t)offset, first = hdr + SLUICE_RING_HDR_BYTES;
 
@@ -360,6 +361,14 @@ void ring_reader__done(struct ring_reader *r)
 {
     /* Release: every read of the mapping above comes before it. */
     __atomic_store_n(&r->tail->done, 1, __ATOMIC_RELEASE);
+}
+
+void ring_reader__give_up(struct sluice_ring_tail *tail)
+{
+    /* done first: the producer reads it once woken (or at its next wait). */
+    __atomic_store_n(&tail->done, 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&tail->tail_futex, 1, __ATOMIC_RELEASE);
+    futex(&tail->tail_futex, FUTEX_WAKE, INT_MAX, NULL);
 }
 
 void ring_reader__wake(struct ring_reader *r)

@@ -161,6 +161,15 @@ void ring_reader__discard(struct ring_reader *r);
 void ring_reader__done(struct ring_reader *r);
 
 /**
+ * Give up a ring we were given and cannot read (its mapping or its reader
+ * failed), through its line @p tail of our tail file: say done and wake
+ * the producer, which then closes our slot in that ring instead of waiting
+ * for a lossless consumer that will never read it (record.h: `done`). Its
+ * thread is then not traced by us. Any thread, once per line.
+ */
+void ring_reader__give_up(struct sluice_ring_tail *tail);
+
+/**
  * Wake the thread sleeping in ring_reader__wait() on this ring, if any
  * (another thread of the consumer, e.g. at end of stream: a killed producer
  * never wakes it). Any thread.

@@ -479,6 +479,29 @@ static int tail_line_ok(const struct sluice_session *s, uint32_t line)
            (uint64_t)st.st_size >= ((uint64_t)line + 1) * sizeof(struct sluice_ring_tail);
 }
 
+/*
+ * The ring on tail line @p line was announced to us and we cannot read it:
+ * give it up (ring_reader__give_up()), so that its producer does not wait
+ * for a lossless consumer that never reads (the guest thread would hang),
+ * unless a ring we read has that line (a forged repeat: that one goes on).
+ * The caller names the thread as not traced. Control thread.
+ */
+static void give_up_ring(struct sluice_session *s, uint32_t line)
+{
+    struct sluice_ring_tail *tail = s->tails + line;
+    const struct ring_state *r;
+    int ours = 0;
+
+    pthread_mutex_lock(&s->rings_lock);
+    for (r = s->rings; r && !ours; r = r->next) {
+        ours = r->rd.tail == tail;
+    }
+    pthread_mutex_unlock(&s->rings_lock);
+    if (!ours) {
+        ring_reader__give_up(tail);
+    }
+}
+
 static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, int fd)
 {
     struct ring_state *r = calloc(1, sizeof(*r));
@@ -503,7 +526,9 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
         if (was_dropped(s)) {
             session_error(s, -ECONNRESET, DROPPED);
         }
-        session_error(s, err == -EINVAL ? -EPROTO : err, "tid %u: %s", m->tid, r->rd.err);
+        give_up_ring(s, m->line);
+        session_error(s, err == -EINVAL ? -EPROTO : err, "tid %u: not traced: %s", m->tid,
+                      r->rd.err);
         free(r);
         return;
     }
@@ -512,6 +537,7 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
     if (err < 0) {
         close(fd);
         ring_reader__close(&r->rd);
+        give_up_ring(s, m->line);
         free(r);
         return;
     }
@@ -519,9 +545,10 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
                             r->rd.err, sizeof(r->rd.err));
     close(fd); /* the mappings keep the memfd alive */
     if (err) {
-        session_error(s, err == -EINVAL ? -EPROTO : err, "pid %u tid %u: %s", m->pid, m->tid,
-                      r->rd.err);
+        session_error(s, err == -EINVAL ? -EPROTO : err, "pid %u tid %u: not traced: %s", m->pid,
+                      m->tid, r->rd.err);
         ring_reader__close(&r->rd);
+        give_up_ring(s, m->line);
         free(r);
         return;
     }
@@ -545,9 +572,12 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
                                           r->arch,        r->comm};
     err = start_reader(s, r);
     if (err) {
-        session_error(s, -err, "tid %u: starting reader thread: %s", m->tid, strerror(err));
+        session_error(
+            s, -err, "tid %u: not traced: starting its reader thread: %s%s", m->tid, strerror(err),
+            err == EAGAIN ? " (sluice's threads count against its user's RLIMIT_NPROC)" : "");
         ring_reader__close(&r->rd);
         block_tables__put(&s->tables, r->bt);
+        give_up_ring(s, m->line);
         free(r);
         return;
     }

@@ -331,9 +331,11 @@ void ring_publish_all(struct ring *r)
  * Bytes free for the producer: the ring size minus what the slowest lossless
  * consumer has not yet taken. Tails are the consumers' and are clamped, never
  * trusted: a tail ahead of head or more than a ring behind counts as caught up
- * or as a full ring.
+ * or as a full ring. A lossless consumer that said done with this ring while
+ * it is written gave it up (it could not read it: record.h's `done`): its
+ * slot is closed here, as its detach would, and no longer waited for.
  */
-static uint64_t free_bytes(const struct ring *r, int *waiting_for)
+static uint64_t free_bytes(struct ring *r, int *waiting_for)
 {
     uint32_t lossless = __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE) &
                         __atomic_load_n(&r->lossless_slots, __ATOMIC_RELAXED);
@@ -345,6 +347,10 @@ static uint64_t free_bytes(const struct ring *r, int *waiting_for)
         uint64_t tail, behind;
 
         if (!(lossless >> i & 1)) {
+            continue;
+        }
+        if (__atomic_load_n(&r->tail[i]->done, __ATOMIC_ACQUIRE)) {
+            ring_slot_close(r, i);
             continue;
         }
         tail = __atomic_load_n(&r->tail[i]->tail, __ATOMIC_ACQUIRE);

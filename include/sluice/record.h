@@ -617,7 +617,11 @@ struct sluice_ring_tail {
     /**
      * 1 once this consumer is done with the ring (it read its end, or gave
      * up) and will not touch its mapping again: when every consumer of an
-     * ended ring is done (or gone), the jitter gives its pages back.
+     * ended ring is done (or gone), the jitter gives its pages back. A
+     * lossless consumer that gives up a ring still being written (it could
+     * not map it or start reading it) sets it, then bumps and wakes
+     * tail_futex: the producer, when it next needs room, closes the
+     * consumer's slot in that ring and no longer waits for it there.
      */
     uint32_t done;
     uint32_t pad_[11];

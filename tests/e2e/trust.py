@@ -30,6 +30,11 @@ Cases (one meson test each, on every architecture unless said otherwise):
   closefds  the guest closes 3..1023, close_range(3, ~0U), dup2s onto 900..1023;
             what it sees (stdout) equals an untraced run; then 4 threads and 2
             forked children bump N times: traced == counter for all 6
+  nproc     (x86_64, as root) sluice runs as nobody under RLIMIT_NPROC, which its
+            own threads count against, and the guest makes threads until
+            pthread_create fails: rings whose reader cannot start are given up
+            (no guest thread waits for them forever), named "not traced", exit 1;
+            every other thread exact
   churn     N threads one after another, 100 bumps each (4000 on x86_64 and
             aarch64, 500 on the others): exact counts, and the consumer's peak
             RSS after N threads within 32 MiB of its peak after 50; x86_64: the
@@ -111,6 +116,7 @@ import mmap
 import os
 import re
 import resource
+import shutil
 import signal
 import struct
 import subprocess
@@ -596,6 +602,91 @@ def case_threads(c):
             continue
         c.traced("threads %d, ulimit -n %d" % (n, limit), ["threads", str(n)], each=100,
                  show_out=True, extra_env=env, preexec_fn=nofile(limit))
+
+
+def tasks_of(uid):
+    """Threads of every process of user uid now (what RLIMIT_NPROC counts)."""
+    n = 0
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and os.stat("/proc/" + pid).st_uid == uid:
+                n += len(os.listdir("/proc/%s/task" % pid))
+        except OSError:
+            pass
+    return n
+
+
+def nobody(nproc):
+    """preexec_fn: run as nobody (uid and gid 65534, no groups) under RLIMIT_NPROC nproc."""
+    def f():
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+    return f
+
+
+def case_nproc(c):
+    """(x86_64, as root) sluice runs as nobody under RLIMIT_NPROC, which its own threads
+    count against: the guest makes threads until pthread_create fails, each bumping 20000
+    times through 256 KiB rings, so sluice cannot start the reader of some rings. It must
+    give those up: every guest thread ends (it waited forever for a lossless consumer that
+    would never read, 3 of 3 before), sluice names each as not traced and exits 1, and every
+    other thread's count is exact."""
+    if c.arch != "x86_64":
+        return
+    if os.geteuid() != 0:
+        print("x86_64 nproc: skipped: needs root, to run sluice as nobody")
+        return
+    d = tempfile.mkdtemp(prefix="sluice-nproc-", dir="/tmp")
+    try:
+        os.chmod(d, 0o777)  # (nobody writes the counters, the dump and its socket here)
+        os.makedirs(os.path.join(d, "qemu", "bin"))
+        shutil.copy(os.path.join(common.qemu_dir(), "bin", "qemu-x86_64"),
+                    os.path.join(d, "qemu", "bin"))
+        jitter = common.jitter_path(c.args.sluice)
+        for f in (c.args.sluice, jitter, c.prog, c.filter[1]):
+            shutil.copy(f, d)
+        filt = list(c.filter)
+        filt[1] = os.path.join(d, os.path.basename(filt[1]))
+        ctr_file, dump = os.path.join(d, "nproc.ctr"), os.path.join(d, "nproc.dump")
+        cmd = common.cmd_sluice(os.path.join(d, "sluice"), "dump", dump,
+                                os.path.join(d, os.path.basename(c.prog)),
+                                ["nproc", ctr_file, "200", "20000"], extra=filt)
+        env = {"SLUICE_QEMU_DIR": os.path.join(d, "qemu"), "XDG_RUNTIME_DIR": d,
+               "SLUICE_JITTER": os.path.join(d, os.path.basename(jitter)),
+               "SLUICE_RING_BYTES": "262144"}
+        rc, out, err = common.run(cmd, timeout=300, extra_env=env,
+                                  preexec_fn=nobody(tasks_of(65534) + 60))
+        err = err.decode(errors="replace")
+        untraced = set(re.findall(r"tid (\d+): not traced", err))
+        problems, figures = [], describe(rc)
+        if not re.search(rb"\d+ threads made", out) or not os.path.exists(ctr_file):
+            problems.append("the guest did not run: stdout %r, stderr %r" % (out, err[-400:]))
+        elif not untraced:
+            problems.append("no ring was given up (the limit did not bite: %s; stderr %r): "
+                            "nothing was tested" % (describe(rc), err[-300:]))
+        else:
+            ctr = Counters(ctr_file)
+            stores, lost = traced_stores(dump)
+            stores = stores or {}
+            traced = [stores.get((ctr.width, ctr.address(i)), 0) for i in range(ctr.n)]
+            ran = [i for i in range(ctr.n) if ctr.values[i]]
+            missing = [i for i in ran if traced[i] == 0]
+            wrong = [i for i in ran if traced[i] not in (0, ctr.values[i])]
+            if rc != 1:
+                problems.append("sluice %s with threads not traced, want exit 1" % describe(rc))
+            if wrong or lost:
+                problems.append("counters traced inexactly: %s, %d lost" % (
+                    [(i, ctr.values[i], traced[i]) for i in wrong[:4]], lost))
+            if len(missing) != len(untraced):
+                problems.append("%d threads ran untraced, %d named not traced: %r" % (
+                    len(missing), len(untraced), err[-300:]))
+            figures = "%s; %d threads ran, %d named not traced, the others exact" % (
+                describe(rc), len(ran), len(untraced))
+        c.report("nproc", problems, figures)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def case_churn(c):
@@ -1210,7 +1301,7 @@ def case_maps(c):
         c.done("maps-%s" % enc)
 
 
-CASES = {"exec": case_exec, "exit": case_exit, "kill": case_kill, "closefds": case_closefds,
+CASES = {"nproc": case_nproc, "exec": case_exec, "exit": case_exit, "kill": case_kill, "closefds": case_closefds,
          "forkthreads": case_forkthreads, "forkrace": case_forkrace,
          "forkstorm": case_forkstorm, "chroot": case_chroot,
          "pidns": case_pidns,

@@ -77,6 +77,9 @@
  *                     prints (flushed) and sleeps S seconds (default 0)
  *   threads N         N threads live at once (barrier), each bumps 100 times, barrier,
  *                     exit; main prints the descriptor open("/dev/null") returns
+ *   nproc N [K]       up to N threads at once, each bumps its counter K times (default
+ *                     100), made until pthread_create fails (RLIMIT_NPROC); joins them
+ *                     and prints how many were made
  *   environ           print /proc/self/environ and environ (sorted), then the signals
  *                     ignored and blocked at start
  *   pagecross N       (x86_64, riscv64) call pagecross_fn N times: its first instruction
@@ -884,6 +887,35 @@ static int mode_threads(unsigned n)
     return 0;
 }
 
+/*
+ * nproc N: up to N threads at once, each bumping its counter churn_bumps
+ * times, created until pthread_create fails (EAGAIN under RLIMIT_NPROC,
+ * which sluice's own threads count against when they run as the guest's
+ * user); prints how many were made.
+ */
+static int mode_nproc(unsigned n)
+{
+    pthread_t *t = calloc(n, sizeof(*t));
+    pthread_attr_t attr;
+    unsigned made = 0;
+    int rc = 0;
+
+    if (!t) {
+        die("calloc");
+    }
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    for (;
+         made < n && (rc = pthread_create(&t[made], &attr, bump_churn, (void *)counter(made))) == 0;
+         made++) {
+    }
+    for (unsigned i = 0; i < made; i++) {
+        pthread_join(t[i], NULL);
+    }
+    printf("%u threads made (%s)\n", made, rc ? strerror(rc) : "all");
+    return 0;
+}
+
 static int cmp(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -1559,6 +1591,10 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "threads") == 0) {
         map_counters(argv[2], (unsigned)n);
         return mode_threads((unsigned)n);
+    } else if (strcmp(mode, "nproc") == 0) {
+        map_counters(argv[2], (unsigned)n);
+        churn_bumps = argc > 4 ? strtoul(argv[4], NULL, 0) : 100;
+        return mode_nproc((unsigned)n);
     } else if (strcmp(mode, "churn") == 0) {
         map_counters(argv[2], (unsigned)n);
         if (argc > 5) {

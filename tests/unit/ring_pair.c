@@ -258,6 +258,40 @@ Test(ring_pair, a_ghost_slot_in_the_header_never_stalls_the_producer, .timeout =
 }
 
 /*
+ * A lossless consumer that gives up a ring it was given (it could not map it
+ * or start its reader: ring_reader__give_up) after taking part of it: the
+ * producer closes its slot there at its next wait and writes on, many laps,
+ * instead of waiting for it forever (a guest thread hung so). Before the
+ * give-up, the slot held the producer back: it was lossless.
+ */
+Test(ring_pair, a_consumer_that_gives_up_a_ring_never_stalls_the_producer, .timeout = 60)
+{
+    struct pair p = {0};
+    struct sluice_ring_tail *t = tail_line();
+    pthread_t th;
+
+    cr_assert_eq(arena_open(), 0);
+    p.ring = ring_create(RING_SIZE, 1, 2, 0, "x86_64", "pair", 0, &p.slot);
+    cr_assert_not_null(p.ring);
+    ring_slot_open(p.ring, 0, 1, t);
+    cr_assert_eq(pthread_create(&th, NULL, produce, &p), 0);
+    /* The producer fills the ring and waits for us (we read nothing). */
+    for (int k = 0;
+         k < 500 && !__atomic_load_n(&p.ring->hdr->slot[0].producer_waiting, __ATOMIC_ACQUIRE);
+         k++) {
+        usleep(2000);
+    }
+    cr_assert_leq(p.ring->hdr->head, (uint64_t)RING_SIZE, "it waited for the lossless slot");
+    ring_reader__give_up(t);
+    pthread_join(th, NULL); /* (hangs, timing out the test, if it keeps waiting) */
+    cr_assert_gt(p.ring->hdr->head, 8 * (uint64_t)RING_SIZE);
+    cr_assert_eq(__atomic_load_n(&p.ring->hdr->slot[0].active, __ATOMIC_ACQUIRE), 0,
+                 "the slot is closed in this ring");
+    ring_destroy(p.ring, 1);
+    arena_forget();
+}
+
+/*
  * A producer killed between publishes (SIGKILL): what it wrote after its
  * last publish is recovered up to the cursor its last TB start stored
  * (slot->written); the records of the TB it was killed in are not taken,
