@@ -154,7 +154,8 @@ int filter_open_file(const char *path, const struct filter_set *sets, size_t n_s
     if (out) {
         *out = NULL;
     }
-    if (!path || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+    /* O_NONBLOCK: a FIFO at the path is refused below, not waited on forever. */
+    if (!path || (fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
         rc = path ? -errno : -EINVAL;
         return filter_fail(&ld, rc, "cannot open: %s", strerror(-rc));
     }

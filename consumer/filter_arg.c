@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -118,6 +119,7 @@ static int check(const char *obj, const struct filter_arg *fa)
 int filter_arg_prepare(struct filter_arg *fa)
 {
     char obj[4200];
+    struct stat st;
 
     if (!fa->path) {
         if (fa->n_sets) {
@@ -127,6 +129,12 @@ int filter_arg_prepare(struct filter_arg *fa)
         return 0;
     }
     snprintf(obj, sizeof(obj), "%s", fa->path);
+    /* A FIFO, say, is refused here: clang would wait on it forever. (A path that cannot be
+     * read is named by what reads it.) */
+    if (stat(fa->path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "sluice: %s: not a regular file\n", fa->path);
+        return -1;
+    }
     if (ends_with(fa->path, ".c")) {
         snprintf(fa->tmpdir, sizeof(fa->tmpdir), "/tmp/sluice-filter-XXXXXX");
         if (!mkdtemp(fa->tmpdir)) {

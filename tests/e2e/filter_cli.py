@@ -138,6 +138,22 @@ def check_usage(args, tmp, name, extra, pattern):
     return problems
 
 
+def check_fifo(args, tmp):
+    """A FIFO given as the filter, source or object: refused at once, exit 2 (clang and the
+    loader's open() waited on it forever)."""
+    prog = common.need_file(os.path.join(args.guests, "loops-x86_64"), "guest loops-x86_64")
+    problems = []
+    for name in ("fifo.c", "fifo.bpf.o"):
+        path = os.path.join(tmp, name)
+        os.mkfifo(path)
+        rc, _, err = common.run([args.sluice, "run", "--filter", path, "--", prog], timeout=30)
+        err = err.decode(errors="replace")
+        if rc != 2 or "%s: not a regular file" % path not in err:
+            problems.append("%s: exit %d, stderr %r: want exit 2 and 'not a regular file'"
+                            % (name, rc, err[-300:]))
+    return problems
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sluice", required=True)
@@ -148,6 +164,7 @@ def main():
     checks = [
         ("printk", lambda tmp: check_printk(args, tmp)),
         ("fault", lambda tmp: check_fault(args, tmp)),
+        ("fifo", lambda tmp: check_fifo(args, tmp)),
         ("broken", lambda tmp: check_usage(args, tmp, "broken", [],
                                             r"broken\.c:\d+:\d+: error:.*broken\.c: \S*clang "
                                             r"exited with status 1")),
