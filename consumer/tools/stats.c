@@ -79,8 +79,10 @@ static void print_json(FILE *f, const struct tool_env *env, const struct sluice_
 }
 
 static void print_table(FILE *f, const struct sluice_counts *total, const struct sluice_counts *c,
-                        const struct sluice_thread_info *t, size_t n, double seconds)
+                        const struct sluice_thread_info *t, size_t n, double seconds,
+                        const struct sluice_session *s)
 {
+    size_t errors = sluice_session__errors(s, NULL, 0);
     uint64_t events = total->insns + total->loads + total->stores;
     size_t i;
 
@@ -95,6 +97,11 @@ static void print_table(FILE *f, const struct sluice_counts *total, const struct
             (ull)total->insns, (ull)total->loads, (ull)total->stores, (ull)total->lost);
     fprintf(f, "%zu thread(s), %.3f s, %.1f M events/s\n", n, seconds,
             seconds > 0 ? (double)events / seconds / 1e6 : 0.0);
+    /* The counts are of what was delivered: a file read alone must not look whole. */
+    if (errors) {
+        fprintf(f, "not the whole trace: %s%s\n", sluice_session__error(s),
+                errors > 1 ? " (and more: see stderr)" : "");
+    }
 }
 
 static void setup(struct tool_env *env, struct sluice_callbacks *cb)
@@ -120,7 +127,7 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     if (env->json) {
         print_json(env->out, env, &total, c, t, n, seconds, sluice_session__error(s));
     } else {
-        print_table(env->out, &total, c, t, n, seconds);
+        print_table(env->out, &total, c, t, n, seconds, s);
     }
     free(c);
     free(t);

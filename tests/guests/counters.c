@@ -77,9 +77,9 @@
  *                     prints (flushed) and sleeps S seconds (default 0)
  *   threads N         N threads live at once (barrier), each bumps 100 times, barrier,
  *                     exit; main prints the descriptor open("/dev/null") returns
- *   nproc N [K]       up to N threads at once, each bumps its counter K times (default
- *                     100), made until pthread_create fails (RLIMIT_NPROC); joins them
- *                     and prints how many were made
+ *   nproc N [K [gate]]  up to N threads at once, made until pthread_create fails
+ *                     (RLIMIT_NPROC); each bumps its counter K times (default 100), with
+ *                     `gate` only once all are made; joins them, prints how many were made
  *   environ           print /proc/self/environ and environ (sorted), then the signals
  *                     ignored and blocked at start
  *   pagecross N       (x86_64, riscv64) call pagecross_fn N times: its first instruction
@@ -887,13 +887,24 @@ static int mode_threads(unsigned n)
     return 0;
 }
 
+/* nproc with a gate: set once every thread is made; they bump only then, all alive at once. */
+static volatile int nproc_go = 1;
+
+static void *bump_when_all_made(void *arg)
+{
+    while (!nproc_go) {
+        usleep(1000);
+    }
+    return bump_churn(arg);
+}
+
 /*
- * nproc N: up to N threads at once, each bumping its counter churn_bumps
- * times, created until pthread_create fails (EAGAIN under RLIMIT_NPROC,
- * which sluice's own threads count against when they run as the guest's
- * user); prints how many were made.
+ * nproc N: up to N threads at once, made until pthread_create fails (EAGAIN
+ * under RLIMIT_NPROC, which sluice's own threads count against when they
+ * run as the guest's user), each bumping its counter churn_bumps times (with
+ * @p gate, once all are made); prints how many were made.
  */
-static int mode_nproc(unsigned n)
+static int mode_nproc(unsigned n, int gate)
 {
     pthread_t *t = calloc(n, sizeof(*t));
     pthread_attr_t attr;
@@ -905,10 +916,12 @@ static int mode_nproc(unsigned n)
     }
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 64 * 1024);
-    for (;
-         made < n && (rc = pthread_create(&t[made], &attr, bump_churn, (void *)counter(made))) == 0;
+    nproc_go = !gate;
+    for (; made < n &&
+           (rc = pthread_create(&t[made], &attr, bump_when_all_made, (void *)counter(made))) == 0;
          made++) {
     }
+    nproc_go = 1;
     for (unsigned i = 0; i < made; i++) {
         pthread_join(t[i], NULL);
     }
@@ -1594,7 +1607,7 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "nproc") == 0) {
         map_counters(argv[2], (unsigned)n);
         churn_bumps = argc > 4 ? strtoul(argv[4], NULL, 0) : 100;
-        return mode_nproc((unsigned)n);
+        return mode_nproc((unsigned)n, argc > 5 && strcmp(argv[5], "gate") == 0);
     } else if (strcmp(mode, "churn") == 0) {
         map_counters(argv[2], (unsigned)n);
         if (argc > 5) {
