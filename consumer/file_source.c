@@ -723,9 +723,9 @@ static void file_finish(struct file_read *f)
         session_error(f->s, -EPROTO, "%s: %s; the trace stops there (what came before was read)",
                       f->rd.path, f->rd.cut);
     } else if (!f->ended && !__atomic_load_n(&f->s->detaching, __ATOMIC_ACQUIRE)) {
-        session_error(f->s, -EPROTO,
-                      "%s: no END frame: the recording was cut short (what came before was read)",
-                      f->rd.path);
+        session_error(f->s, -EPROTO, "%s: no END frame: the recording was cut short (%s)",
+                      f->rd.path,
+                      f->s->n_rings ? "what came before was read" : "before any guest thread");
     }
     for (i = 0; i < f->n_rings; i++) {
         if (f->rings[i] && !f->rings[i]->file_done) {
