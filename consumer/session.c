@@ -659,7 +659,9 @@ int sluice_file__changed(const struct sluice_thread_info *t, const char *path, c
  * In a trace file session: whether the guest mapped, through module log
  * entry @p mapped, another file than the one recorded of @p path (a path
  * that held two files during the run: the recording read one of them) and
- * that file is not at the path now; else as sluice_file__changed().
+ * that file is not at the path now; with nothing recorded of @p path,
+ * whether the file now is not the one mapped; else as
+ * sluice_file__changed().
  */
 static int recorded_mapped_changed(const struct sluice_thread_info *t,
                                    const struct sluice_session *s, const char *path,
@@ -669,7 +671,13 @@ static int recorded_mapped_changed(const struct sluice_thread_info *t,
 
     f = s->n_files ? bsearch(&key, s->files, s->n_files, sizeof(*s->files), session_file_cmp)
                    : NULL;
-    if (f && (f->then.size != mapped->size || f->then.mtime_ns != mapped->mtime_ns)) {
+    if (!f) {
+        /* The recording could not read it (gone already: a library unlinked once loaded):
+         * only the mapping's identity says what it was; another machine's file never
+         * matches it, and is not named. */
+        return file_id__mapped_changed(mapped, path, why, n);
+    }
+    if (f->then.size != mapped->size || f->then.mtime_ns != mapped->mtime_ns) {
         /* Not the recorded file; the file at the path now may still be it (the same machine). */
         if (!file_id__mapped_changed(mapped, path, NULL, 0)) {
             return 0;

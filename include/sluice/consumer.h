@@ -301,8 +301,11 @@ int sluice_map__file_at(const struct sluice_thread_info *t, uint64_t addr,
  * dlopen again) is answered for each. A live session compares the file now
  * with the mapping's identity (sluice_map__file_at()); a trace file session
  * says changed when the mapping's file was not the one the recording read
- * (its size or modification time differ from the recorded ones), else
- * answers as sluice_file__changed(). Mappings without an identity are
+ * (its size or modification time differ from the recorded ones) and is
+ * not at the path now, or when the recording could not read the file (it
+ * was gone) and the file now is not the mapped one (as live: so another
+ * machine's file is said changed), else answers as
+ * sluice_file__changed(). Mappings without an identity are
  * answered as sluice_file__changed() of their path. Worker thread, from a
  * worker callback; compared once per mapped file.
  * @param[out] why as sluice_file__changed()'s, or "the guest mapped another

@@ -15,8 +15,12 @@
  * named from its own file, or shown as path@offset: never one file's code
  * with the other's symbols.
  *
- * Usage: replaced FIRST SECOND PATH [twice]. Prints "sum N" per call; exit
- * 0, else 1 with the reason.
+ * With `unlinked`, PATH is unlinked once FIRST is loaded from it (a
+ * temporary plugin's pattern) and SECOND is not used: a recording may not
+ * find the file to read; what is put at PATH after the run is not FIRST.
+ *
+ * Usage: replaced FIRST SECOND PATH [twice|unlinked]. Prints "sum N" per
+ * call; exit 0, else 1 with the reason.
  */
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -53,16 +57,25 @@ int main(int argc, char **argv)
     int (*sum)(int);
 
     int twice = argc == 5 && strcmp(argv[4], "twice") == 0;
+    int unlinked = argc == 5 && strcmp(argv[4], "unlinked") == 0;
 
-    if ((argc != 4 && !twice) ||
+    if ((argc != 4 && !twice && !unlinked) ||
         snprintf(tmp, sizeof(tmp), "%s.new", argv[3]) >= (int)sizeof(tmp)) {
-        fprintf(stderr, "usage: replaced FIRST SECOND PATH [twice]\n");
+        fprintf(stderr, "usage: replaced FIRST SECOND PATH [twice|unlinked]\n");
         return 1;
     }
     if (copy(argv[1], argv[3]) != 0 || !(h = dlopen(argv[3], RTLD_NOW)) ||
         !(sum = (int (*)(int))dlsym(h, "replaced_sum"))) {
         fprintf(stderr, "replaced: loading %s as %s: %s\n", argv[1], argv[3], dlerror());
         return 1;
+    }
+    if (unlinked) {
+        if (unlink(argv[3]) != 0) {
+            perror("replaced: unlink");
+            return 1;
+        }
+        printf("sum %d\n", sum(100));
+        return 0;
     }
     if (twice) {
         printf("sum %d\n", sum(100));
