@@ -9,6 +9,8 @@
 #include "filter_arg.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +76,48 @@ static int compile(const char *src, const char *obj)
     return 0;
 }
 
+/* Most bytes of an object copied (the loader refuses bigger ones, naming the user's file). */
+#define OBJECT_COPY_MAX (64u << 20)
+
+/*
+ * Copy the object at @p src to @p dst, so that what is verified here is what
+ * QEMU loads (the path could name another file by then). Returns 0; 1 if
+ * @p src is to be checked in place (too big: the loader says so); -1 after
+ * saying why.
+ */
+static int copy_object(const char *src, const char *dst)
+{
+    char buf[65536];
+    struct stat st;
+    ssize_t n = 0;
+    int in = open(src, O_RDONLY | O_CLOEXEC | O_NONBLOCK), out;
+
+    if (in < 0 || fstat(in, &st) != 0) {
+        fprintf(stderr, "sluice: %s: cannot open: %s\n", src, strerror(errno));
+        if (in >= 0) {
+            close(in);
+        }
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > OBJECT_COPY_MAX) {
+        close(in);
+        return 1;
+    }
+    out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    while (out >= 0 && (n = read(in, buf, sizeof(buf))) > 0) {
+        if (write(out, buf, (size_t)n) != n) {
+            n = -1;
+            break;
+        }
+    }
+    close(in);
+    if (out < 0 || n < 0 || close(out) != 0) {
+        fprintf(stderr, "sluice: %s: copying it to %s: %s\n", src, dst, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 /* Split "NAME=VALUE" into @p set (pointing into @p buf, a copy). */
 static int split_set(const char *arg, char *buf, size_t n, struct filter_set *set)
 {
@@ -120,6 +164,7 @@ int filter_arg_prepare(struct filter_arg *fa)
 {
     char obj[4200];
     struct stat st;
+    int rc;
 
     if (!fa->path) {
         if (fa->n_sets) {
@@ -135,17 +180,22 @@ int filter_arg_prepare(struct filter_arg *fa)
         fprintf(stderr, "sluice: %s: not a regular file\n", fa->path);
         return -1;
     }
+    snprintf(fa->tmpdir, sizeof(fa->tmpdir), "/tmp/sluice-filter-XXXXXX");
+    if (!mkdtemp(fa->tmpdir)) {
+        fprintf(stderr, "sluice: mkdtemp: %s\n", strerror(errno));
+        fa->tmpdir[0] = '\0';
+        return -1;
+    }
+    snprintf(obj, sizeof(obj), "%s/filter.bpf.o", fa->tmpdir);
     if (ends_with(fa->path, ".c")) {
-        snprintf(fa->tmpdir, sizeof(fa->tmpdir), "/tmp/sluice-filter-XXXXXX");
-        if (!mkdtemp(fa->tmpdir)) {
-            fprintf(stderr, "sluice: mkdtemp: %s\n", strerror(errno));
-            fa->tmpdir[0] = '\0';
-            return -1;
-        }
-        snprintf(obj, sizeof(obj), "%s/filter.bpf.o", fa->tmpdir);
         if (compile(fa->path, obj) < 0) {
             return -1;
         }
+    } else if ((rc = copy_object(fa->path, obj)) != 0) {
+        if (rc < 0) {
+            return -1;
+        }
+        snprintf(obj, sizeof(obj), "%s", fa->path); /* (refused by check(), below) */
     }
     if (check(obj, fa) < 0) {
         return -1;

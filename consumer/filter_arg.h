@@ -16,14 +16,17 @@ struct filter_arg {
     const char *path;     /* --filter value, or NULL */
     const char *sets[64]; /* --set values, "NAME=VALUE" */
     size_t n_sets;
-    char tmpdir[64];   /* where a compiled .c went ("" if none); removed by filter_arg_cleanup */
+    char tmpdir[64];   /* our copy of the object, or the .c compiled ("" if none); removed by
+                          filter_arg_cleanup */
     char object[4096]; /* the verified object's absolute path, for the jitter ("" if none) */
 };
 
 /**
- * Compile (a path ending in ".c": clang, its diagnostics on stderr), load
- * and verify the filter with its --set values, and put the object's absolute
- * path in fa->object for the jitter. Without --filter, only checks that no
+ * Compile (a path ending in ".c": clang, its diagnostics on stderr) or copy
+ * (an object) the filter into a directory of ours, load and verify it with
+ * its --set values, and put that object's absolute path in fa->object for
+ * the jitter: QEMU loads what was verified, whatever the user's path names
+ * by then. Without --filter, only checks that no
  * --set was given.
  * @return 0, or -1 after one line on stderr naming the file and the reason.
  */

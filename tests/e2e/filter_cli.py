@@ -22,10 +22,14 @@ compiles them with clang), run on the x86_64 loops guest:
 """
 
 import argparse
+import json
 import os
 import re
+import shutil
+import subprocess
 import sys
 import tempfile
+import time
 
 import common
 
@@ -154,6 +158,41 @@ def check_fifo(args, tmp):
     return problems
 
 
+def check_swap(args, tmp):
+    """The object sluice verified is the one QEMU loads: pcs.bpf.o is renamed over by
+    mem_writes.bpf.o while QEMU's execve is held 1.5 s (strace's delay injection). QEMU
+    loaded the swapped file, by path (a trace of stores where pcs were asked, exit 0)."""
+    strace = shutil.which("strace")
+    if not strace:
+        print("swap: skipped: no strace")
+        return []
+    filters = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(args.sluice))),
+                           "filters")
+    obj, other = os.path.join(tmp, "swap.bpf.o"), os.path.join(tmp, "swap-other.bpf.o")
+    shutil.copy(os.path.join(filters, "pcs.bpf.o"), obj)
+    shutil.copy(os.path.join(filters, "mem_writes.bpf.o"), other)
+    out = common.fresh(os.path.join(tmp, "swap.json"))
+    env = common.guest_env(sluice=True)
+    env["ASAN_OPTIONS"] = "detect_leaks=0"  # (LeakSanitizer cannot run under ptrace)
+    if "SLUICE_JITTER" in os.environ:
+        env["SLUICE_JITTER"] = os.environ["SLUICE_JITTER"]
+    p = subprocess.Popen([strace, "-f", "-qq", "-o", os.devnull, "-e", "trace=execve", "-e",
+                          "inject=execve:delay_enter=1500000:when=1", args.sluice, "run",
+                          "--tool", "stats", "--json", "-o", out, "--filter", obj, "--",
+                          os.path.join(args.guests, "loops-x86_64")],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    time.sleep(0.7)
+    os.rename(other, obj)
+    _, err = p.communicate(timeout=120)
+    if not os.path.exists(out):
+        return ["exit %d, no output: %r" % (p.returncode, err[-300:])]
+    with open(out) as f:
+        total = json.load(f)["total"]
+    if total["insns"] == 0 or total["stores"] != 0:
+        return ["QEMU ran another filter than the one sluice verified: %r" % total]
+    return []
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sluice", required=True)
@@ -165,6 +204,7 @@ def main():
         ("printk", lambda tmp: check_printk(args, tmp)),
         ("fault", lambda tmp: check_fault(args, tmp)),
         ("fifo", lambda tmp: check_fifo(args, tmp)),
+        ("swap", lambda tmp: check_swap(args, tmp)),
         ("broken", lambda tmp: check_usage(args, tmp, "broken", [],
                                             r"broken\.c:\d+:\d+: error:.*broken\.c: \S*clang "
                                             r"exited with status 1")),
