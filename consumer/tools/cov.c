@@ -35,7 +35,8 @@ struct cov_item {
     const char *path; /* NULL: anonymous, or no mapping */
     uint64_t base, end, start;
     uint32_t bytes;
-    int changed; /* a recording's file that is not the one at its path now */
+    int changed;    /* a recording's file that is not the one at its path now */
+    uint64_t ident; /* its mapped file (sluice_map__file_at), folded; 0: not known */
 };
 
 /* The last mapping this worker asked sluice_file__changed_at() about (by its path, which is
@@ -43,11 +44,28 @@ struct cov_item {
  * one module. */
 static __thread const char *asked_path;
 static __thread int asked_changed;
+static __thread uint64_t asked_ident;
+
+/* The mapped file at @p pc as one word (0: not known): told apart, never mixed up. */
+static uint64_t file_ident(const struct sluice_thread_info *t, uint64_t pc)
+{
+    struct sluice_file_id id;
+    uint64_t h;
+
+    if (sluice_map__file_at(t, pc, &id) != 0) {
+        return 0;
+    }
+    h = (id.dev * 0x9e3779b97f4a7c15ull ^ id.ino) * 0xff51afd7ed558ccdull ^ id.size;
+    h = h * 0xc4ceb9fe1a85ec53ull ^ (uint64_t)id.mtime_ns;
+    return h ? h : 1;
+}
 
 struct module {
     char *path;
     uint64_t base, end;
     int said_changed; /* a block of it said to be from another file than the one at path now */
+    uint64_t ident;   /* the mapped file its first block came from (cov_item.ident) */
+    int said_several; /* blocks of two different files came under its one path */
 };
 
 /* Open addressing over (module, offset, size); 0 is an empty slot. */
@@ -71,6 +89,7 @@ static int on_block(void *user, const struct sluice_thread_info *t, const struct
     it->bytes = b->bytes;
     it->path = NULL;
     it->changed = 0;
+    it->ident = 0;
     if (sluice_map__at(t, b->pc, &m) == 0 && m.path) {
         it->path = m.path;
         it->base = m.base;
@@ -78,8 +97,10 @@ static int on_block(void *user, const struct sluice_thread_info *t, const struct
         if (m.path != asked_path) {
             asked_path = m.path;
             asked_changed = sluice_file__changed_at(t, b->pc, NULL, 0) == 1;
+            asked_ident = file_ident(t, b->pc);
         }
         it->changed = asked_changed;
+        it->ident = asked_ident;
     }
     return 1;
 }
@@ -103,7 +124,7 @@ static long module_find(const struct cov_item *it)
         C.mods = p;
         C.cap_mods = cap;
     }
-    C.mods[C.n_mods] = (struct module){strdup(it->path), it->base, it->end, 0};
+    C.mods[C.n_mods] = (struct module){strdup(it->path), it->base, it->end, 0, it->ident, 0};
     return C.mods[C.n_mods].path ? (long)C.n_mods++ : -1;
 }
 
@@ -112,6 +133,14 @@ static long module_of(const struct cov_item *it)
 {
     long id = module_find(it);
 
+    if (id >= 0 && it->ident && C.mods[id].ident && it->ident != C.mods[id].ident &&
+        !C.mods[id].said_several) {
+        C.mods[id].said_several = 1;
+        fprintf(stderr,
+                "sluice: cov: %s held two different files during the run (a library replaced "
+                "between two loads): both files' blocks are listed under that one path\n",
+                it->path);
+    }
     if (id >= 0 && it->changed && !C.mods[id].said_changed) {
         C.mods[id].said_changed = 1;
         /* drcov names modules by path: Lighthouse would read these blocks against that file. */

@@ -503,6 +503,23 @@ def check_twice(args, tmp, problems):
                                 how, len(code), len(named) - len(right), wrong[:4]))
 
 
+def check_twice_cov(args, tmp, problems):
+    """The replaced guest with `twice`, live `--tool cov`: drcov names modules by path, so both
+    files' blocks go under the one path; that must be said on stderr (it was not)."""
+    lib = os.path.join(tmp, "libx-cov.so")
+    rc, stdout, err = common.run(
+        [args.sluice, "run", "--tool", "cov", "-o", os.path.join(tmp, "twice.drcov"), "--",
+         os.path.join(args.guests, "replaced-x86_64"),
+         os.path.join(args.guests, "replaced-first.so"),
+         os.path.join(args.guests, "replaced-second.so"), lib, "twice"])
+    err = err.decode(errors="replace")
+    said = [l for l in err.splitlines() if lib in l and "held two different files" in l]
+    print("twice cov: exit %d, said: %s" % (rc, said))
+    if rc != 0 or len(said) != 1:
+        problems.append("twice cov: exit %d, stderr %r: want one line saying %s held two files"
+                        % (rc, err[-300:], lib))
+
+
 def check_unlinked(args, tmp, problems):
     """The replaced guest with `unlinked`: FIRST is loaded from libx.so, which is unlinked
     before its code runs, recorded (with a live dump beside, as slow as an analyst's, so the
@@ -557,6 +574,7 @@ def main():
         if not args.arch or "x86_64" in args.arch:
             check_replaced(args, tmp, problems)
             check_twice(args, tmp, problems)
+            check_twice_cov(args, tmp, problems)
             check_unlinked(args, tmp, problems)
         if not args.arch or "aarch64" in args.arch:
             # A PIE with debug info and a PLT: its stubs follow .init's size-0 _init.
