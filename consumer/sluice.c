@@ -626,10 +626,13 @@ static int exited_0(int status)
 }
 
 /* A whole run in which the filter selected no instruction and no access: most
- * often a knob set wrong (an address range the code is not in), so say so. */
-static void report_nothing_selected(const struct run_args *a, const struct sluice_counts *t)
+ * often a knob set wrong (an address range the code is not in), so say so;
+ * not when threads went untraced (session @p s's errors say why). */
+static void report_nothing_selected(const struct run_args *a, const struct sluice_counts *t,
+                                    const struct sluice_session *s)
 {
-    if (a->filter.path && t->insns == 0 && t->loads == 0 && t->stores == 0 && t->lost == 0) {
+    if (a->filter.path && t->insns == 0 && t->loads == 0 && t->stores == 0 && t->lost == 0 &&
+        sluice_session__errors(s, NULL, 0) == 0) {
         fprintf(stderr,
                 "sluice: the filter %s selected nothing: no instruction and no access of the "
                 "guest was traced (are its --set values right?)\n",
@@ -905,7 +908,7 @@ static int cmd_run(int argc, char **argv)
     failed |= a.tool->report(&env, s, now() - t0) != 0;
     /* Text inside a JSON, raw or drcov output would break it: notes_out() says where. */
     report_unclosed(notes_out(&a, &env), s, status);
-    report_nothing_selected(&a, &total);
+    report_nothing_selected(&a, &total, s);
     failed |= close_output(&env);
     sluice_session__free(s);
     filter_arg_cleanup(&a.filter);
