@@ -173,7 +173,6 @@ int filter_arg_prepare(struct filter_arg *fa)
         }
         return 0;
     }
-    snprintf(obj, sizeof(obj), "%s", fa->path);
     /* A FIFO, say, is refused here: clang would wait on it forever. (A path that cannot be
      * read is named by what reads it.) */
     if (stat(fa->path, &st) == 0 && !S_ISREG(st.st_mode)) {

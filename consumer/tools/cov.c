@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "symbolize.h"
 #include "tools.h"
 
 /* What a worker found for one block. */
@@ -36,7 +37,7 @@ struct cov_item {
     uint64_t base, end, start;
     uint32_t bytes;
     int changed;    /* a recording's file that is not the one at its path now */
-    uint64_t ident; /* its mapped file (sluice_map__file_at), folded; 0: not known */
+    uint64_t ident; /* its mapped file (sym_file_ident); 0: not known */
 };
 
 /* The last mapping this worker asked sluice_file__changed_at() about (by its path, which is
@@ -45,20 +46,6 @@ struct cov_item {
 static __thread const char *asked_path;
 static __thread int asked_changed;
 static __thread uint64_t asked_ident;
-
-/* The mapped file at @p pc as one word (0: not known): told apart, never mixed up. */
-static uint64_t file_ident(const struct sluice_thread_info *t, uint64_t pc)
-{
-    struct sluice_file_id id;
-    uint64_t h;
-
-    if (sluice_map__file_at(t, pc, &id) != 0) {
-        return 0;
-    }
-    h = (id.dev * 0x9e3779b97f4a7c15ull ^ id.ino) * 0xff51afd7ed558ccdull ^ id.size;
-    h = h * 0xc4ceb9fe1a85ec53ull ^ (uint64_t)id.mtime_ns;
-    return h ? h : 1;
-}
 
 struct module {
     char *path;
@@ -97,7 +84,7 @@ static int on_block(void *user, const struct sluice_thread_info *t, const struct
         if (m.path != asked_path) {
             asked_path = m.path;
             asked_changed = sluice_file__changed_at(t, b->pc, NULL, 0) == 1;
-            asked_ident = file_ident(t, b->pc);
+            asked_ident = sym_file_ident(t, b->pc);
         }
         it->changed = asked_changed;
         it->ident = asked_ident;

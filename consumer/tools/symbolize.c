@@ -63,7 +63,7 @@ struct module {
     struct module *next; /* hash chain */
     uint64_t hash;
     char *path;
-    uint64_t ident; /* the mapped file's (file_ident()): one module per file a path held */
+    uint64_t ident; /* the mapped file's (sym_file_ident()): one module per file a path held */
     char *image;    /* the whole file as read once; NULL: not read (not regular, too big) */
     size_t image_len;
     Dwfl *dwfl; /* NULL: not ELF (or libdw could not read it) */
@@ -106,7 +106,7 @@ static struct disasm disasms[] = {
 
 struct cached {
     uint64_t pc, offset, start, path_hash; /* the key: the same pc of the same mapping ... */
-    uint64_t ident;                        /* ... of the same file (file_ident()) */
+    uint64_t ident;                        /* ... of the same file (sym_file_ident()) */
     uint32_t pid, len;                     /* len 0: empty slot */
     uint32_t at, gen;                      /* text at arena + at, of arena generation gen */
 };
@@ -131,12 +131,9 @@ static uint64_t hash_str(const char *s)
     return h;
 }
 
-/*
- * The identity of the file mapped at @p addr, as one word (0: none known):
- * a path that held two files during the run (a library replaced between
- * two loads) gives two modules, never one file's symbols for the other.
- */
-static uint64_t file_ident(const struct sluice_thread_info *t, uint64_t addr)
+/* (A path that held two files during the run gives two modules by it, never one file's
+ * symbols for the other.) */
+uint64_t sym_file_ident(const struct sluice_thread_info *t, uint64_t addr)
 {
     struct sluice_file_id id;
     uint64_t h;
@@ -633,7 +630,7 @@ static char *put_target(char *p, char *end, const struct sluice_thread_info *t,
     uint64_t addr;
 
     if (!to || sluice_map__at(t, to, &tm) < 0 || !tm.path ||
-        !(m = module_get(t, tm.path, hash_str(tm.path), file_ident(t, to), to)) ||
+        !(m = module_get(t, tm.path, hash_str(tm.path), sym_file_ident(t, to), to)) ||
         !(l = link_of(m, tm.offset, &addr)) || !(s = symbol_at(m, addr, l->vaddr))) {
         return p;
     }
@@ -762,7 +759,7 @@ size_t sym_describe(const struct sluice_thread_info *t, uint64_t pc, char *buf, 
                           .offset = mm.offset,
                           .start = mm.start,
                           .path_hash = h,
-                          .ident = file_ident(t, pc),
+                          .ident = sym_file_ident(t, pc),
                           .pid = t->pid};
     c = thread_cache();
     slot = c ? &c->slots[(pc ^ (pc >> 16) ^ t->pid) % CACHE_SLOTS] : NULL;

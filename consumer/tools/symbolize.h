@@ -59,6 +59,14 @@ size_t sym_describe(const struct sluice_thread_info *t, uint64_t pc, char *buf, 
  */
 uint64_t sym_unknown(void);
 
+/**
+ * The file mapped at guest address @p addr of thread @p t's process, as one
+ * word: sluice_map__file_at()'s identity folded (0: none known), so two files
+ * one path held during the run are told apart. Worker thread, from a worker
+ * callback. Needs no sym_init().
+ */
+uint64_t sym_file_ident(const struct sluice_thread_info *t, uint64_t addr);
+
 /** Free everything sym_init() and sym_describe() made. Main thread, after the session. */
 void sym_fini(void);
 
