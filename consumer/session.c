@@ -616,10 +616,19 @@ static int live_file_changed(struct sluice_session *s, const struct chunk *c, co
     return changed;
 }
 
+/* What a trace file session's FILES frames say of @p path, or NULL. */
+static struct session_file *recorded_file(const struct sluice_session *s, const char *path)
+{
+    struct session_file key = {.path = (char *)path};
+
+    return s->n_files ? bsearch(&key, s->files, s->n_files, sizeof(*s->files), session_file_cmp)
+                      : NULL;
+}
+
 int sluice_file__changed(const struct sluice_thread_info *t, const char *path, char *why, size_t n)
 {
     const struct chunk *c = decode_current(t);
-    struct session_file key = {.path = (char *)path}, *f;
+    struct session_file *f;
     struct sluice_session *s;
     struct sluice_tf_file now;
     int state;
@@ -631,8 +640,7 @@ int sluice_file__changed(const struct sluice_thread_info *t, const char *path, c
     if (!s->file_path) {
         return live_file_changed(s, c, path, NULL, why, n);
     }
-    f = s->n_files ? bsearch(&key, s->files, s->n_files, sizeof(*s->files), session_file_cmp)
-                   : NULL;
+    f = recorded_file(s, path);
     if (!f) {
         return 0; /* nothing recorded of it (a version 1 file) */
     }
@@ -667,10 +675,8 @@ static int recorded_mapped_changed(const struct sluice_thread_info *t,
                                    const struct sluice_session *s, const char *path,
                                    const struct sluice_map_entry *mapped, char *why, size_t n)
 {
-    struct session_file key = {.path = (char *)path}, *f;
+    struct session_file *f = recorded_file(s, path);
 
-    f = s->n_files ? bsearch(&key, s->files, s->n_files, sizeof(*s->files), session_file_cmp)
-                   : NULL;
     if (!f) {
         /* The recording could not read it (gone already: a library unlinked once loaded):
          * only the mapping's identity says what it was; another machine's file never
