@@ -11,6 +11,7 @@ exit 0 with an untraced run's stdout and count exactly what the reference does.
            whose dump must equal the reference's; meanwhile 14 workers attach
            and detach (SIGINT after 20-300 ms) 200-320 times: each exits 0 and
            each thread's events in each window are contiguous in the reference
+           (or, in at most 1 of 20, exits 2: interrupted before QEMU took it in)
   kill     attaches SIGKILLed mid-handshake and mid-stream are dropped (QUERY);
            a QEMU whose `sluice run --wait-attach 1` was SIGKILLed starts its guest
   uid      the jitter refuses a peer of another uid (SO_PEERCRED)
@@ -358,8 +359,14 @@ def case_windows(c):
         common.show_difference("thread %s" % tid.decode(), e, a, common.first_difference(e, a))
     del got
     c.check(len(results) >= MIN_WINDOWS, "%d attach windows, want %d" % (len(results), MIN_WINDOWS))
-    bad, nonempty, events, lossy_gaps = [], 0, 0, 0
+    bad, nonempty, events, lossy_gaps, early = [], 0, 0, 0, 0
     for k, rc, ready, err, out in sorted(results):
+        # A window of 20 ms may end before QEMU takes it in (14 attaches at once under ASan on
+        # two cores): then exit 2 saying so and nothing traced is the right answer, if rare.
+        if rc == 2 and err.endswith(b"before the traced process took this consumer in "
+                                    b"(stopped, or out of descriptors?): nothing was traced\n"):
+            early += 1
+            continue
         if rc != 0 or not os.path.exists(out):
             bad.append("window %d: exit %s (SIGINT %s), stderr %r"
                        % (k, rc, "caught" if ready else "not caught", err[-300:]))
@@ -391,9 +398,11 @@ def case_windows(c):
         c.check(False, b)
     c.check(nonempty * 2 >= len(results), "only %d of %d windows saw events"
             % (nonempty, len(results)))
+    c.check(early * 20 <= len(results), "%d of %d windows were interrupted before QEMU took "
+            "them in" % (early, len(results)))
     print("windows: %d attach/detach cycles (every third lossy; %d lossy threads had gaps), at "
-          "most %d at once, %d saw events (%d events in all), %d problems"
-          % (len(results), lossy_gaps, live[1], nonempty, events, len(bad)))
+          "most %d at once, %d saw events (%d events in all), %d interrupted before taken in, "
+          "%d problems" % (len(results), lossy_gaps, live[1], nonempty, events, early, len(bad)))
 
 
 def gaps_ok(ref, text):
