@@ -371,29 +371,42 @@ void ring_reader__give_up(struct sluice_ring_tail *tail)
     futex(&tail->tail_futex, FUTEX_WAKE, INT_MAX, NULL);
 }
 
-void ring_reader__wake(struct ring_reader *r)
+int ring_reader__arm(struct ring_reader *r, uint32_t *seen)
 {
-    /* No change of the futex word (it is the producer's): a sleeper is woken,
-     * one about to sleep re-checks within its timeout. */
-    futex((uint32_t *)&r->hdr->head_futex, FUTEX_WAKE, INT_MAX, NULL);
-}
-
-int ring_reader__wait(struct ring_reader *r, int timeout_ms)
-{
-    struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000};
     const struct sluice_ring_hdr *h = r->hdr;
-    uint32_t seen;
 
     /* Announce ourselves before re-checking head (sequentially consistent):
      * the producer stores head, then reads our head_waiting, so either it
      * sees us and wakes the futex, or we see its new head here. One reader
      * thread per ring and session: a store, not a count. */
     __atomic_store_n(&r->tail->head_waiting, 1, __ATOMIC_SEQ_CST);
-    seen = __atomic_load_n(&h->head_futex, __ATOMIC_SEQ_CST);
+    *seen = __atomic_load_n(&h->head_futex, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&h->head, __ATOMIC_SEQ_CST) == r->pos && !ring_reader__closed(r)) {
-        /* A wait needs only read access: the header is mapped read-only. */
-        futex((uint32_t *)&h->head_futex, FUTEX_WAIT, seen, &ts);
+        return 1;
     }
+    ring_reader__disarm(r);
+    return 0;
+}
+
+void ring_reader__disarm(struct ring_reader *r)
+{
     __atomic_store_n(&r->tail->head_waiting, 0, __ATOMIC_SEQ_CST);
+}
+
+const uint32_t *ring_reader__head_futex(const struct ring_reader *r)
+{
+    return (const uint32_t *)&r->hdr->head_futex;
+}
+
+int ring_reader__wait(struct ring_reader *r, int timeout_ms)
+{
+    struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000};
+    uint32_t seen;
+
+    if (ring_reader__arm(r, &seen)) {
+        /* A wait needs only read access: the header is mapped read-only. */
+        futex((uint32_t *)ring_reader__head_futex(r), FUTEX_WAIT, seen, &ts);
+        ring_reader__disarm(r);
+    }
     return 0;
 }

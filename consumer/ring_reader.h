@@ -170,11 +170,22 @@ void ring_reader__done(struct ring_reader *r);
 void ring_reader__give_up(struct sluice_ring_tail *tail);
 
 /**
- * Wake the thread sleeping in ring_reader__wait() on this ring, if any
- * (another thread of the consumer, e.g. at end of stream: a killed producer
- * never wakes it). Any thread.
+ * Before a wait on this ring's head_futex (alone, or among other rings'
+ * with futex_waitv: reader_pool.c): tell the producer we wait (so it wakes
+ * head_futex after it publishes), then check again. The ring's reader
+ * thread only.
+ * @return 1 if nothing was published past our position and the ring is
+ *         not closed: wait on ring_reader__head_futex() while it holds
+ *         @p *seen, then ring_reader__disarm(); 0 if there is something to
+ *         read (not armed: no disarm needed).
  */
-void ring_reader__wake(struct ring_reader *r);
+int ring_reader__arm(struct ring_reader *r, uint32_t *seen);
+
+/** After a wait begun by ring_reader__arm(): no longer waiting. Reader thread. */
+void ring_reader__disarm(struct ring_reader *r);
+
+/** The futex word a reader waits on (record.h: head_futex; shared, read-only mapping). */
+const uint32_t *ring_reader__head_futex(const struct ring_reader *r);
 
 /**
  * Wait until something is published, the ring is closed, or @p timeout_ms

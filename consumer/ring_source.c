@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * ring_source.c — a session's live source: the control socket and one
- * reader thread per guest thread's ring.
+ * ring_source.c — a session's live source: the control socket and the
+ * reading of each guest thread's ring.
  *
  * Threads: the session's main thread reads the control socket (WELCOME,
- * then a RING message per guest thread) and maps each ring; each ring's
- * reader thread (ring_thread) cuts the published records into spans
- * (chunks), numbered per ring, without reading them, and pushes them to the
- * workers (session.c). A reader must never wait on analysis except through
+ * then a RING message per guest thread) and maps each ring; a reader pool
+ * thread (reader_pool.c) steps each ring (ring_step): it cuts the published
+ * records into spans (chunks), numbered per ring, without reading them, and
+ * pushes them to the workers (session.c). A reader must never wait on analysis except through
  * the bounded chunk pool (which also bounds the ring bytes held), and must
  * never trust the producer: every value it reads from a ring is checked
  * (ring_reader.c), a bad ring is skipped to its end and the others go on.
@@ -26,18 +26,10 @@
 #include "block_table.h"
 #include "chunk.h"
 #include "ctl_io.h"
+#include "reader_pool.h"
 #include "ring_reader.h"
 #include "session_state.h"
 #include "workq.h"
-
-/*
- * How long a reader sleeps on the futex before it looks again. Producers
- * wake it when they publish or close, and the control thread when the
- * stream ends, so this only bounds a missed wake-up; it is long because a
- * guest with 10 000 threads has 10 000 readers (50 ms made them burn both
- * cores waking up).
- */
-#define WAIT_MS 1000
 
 /* What ctl_recv()'s @p n < 0 means, for a person. */
 static const char *recv_error(int n)
@@ -56,21 +48,23 @@ static int ring_ended(struct ring_state *r)
     return ring_reader__closed(&r->rd) || __atomic_load_n(&r->s->eof, __ATOMIC_ACQUIRE);
 }
 
-/* After an error: once every span taken is out of the workers' hands (the
+/*
+ * After an error: once every span taken is out of the workers' hands (the
  * producer must not overwrite a span being decoded), keep releasing the
  * ring until it ends, so a lossless producer is never blocked by a reader
  * that gave up on it. (Not until rd.pos: on a lossy ring the producer moves
- * it past spans we never took, which are never released.) */
-static void discard_until_end(struct ring_state *r)
+ * it past spans we never took, which are never released.)
+ */
+static enum reader_step discard_step(struct ring_state *r)
 {
-    while (__atomic_load_n(&r->released, __ATOMIC_ACQUIRE) < r->taken) {
-        usleep(1000);
+    int ended;
+
+    if (__atomic_load_n(&r->released, __ATOMIC_ACQUIRE) < r->taken) {
+        return READER_RETRY;
     }
-    while (!ring_ended(r)) {
-        ring_reader__discard(&r->rd);
-        ring_reader__wait(&r->rd, WAIT_MS);
-    }
+    ended = ring_ended(r); /* before the discard: then its head is the last */
     ring_reader__discard(&r->rd);
+    return ended ? READER_DONE : READER_IDLE;
 }
 
 /*
@@ -340,60 +334,80 @@ static int was_dropped(struct sluice_session *s)
     return closed && !__atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE);
 }
 
-static void *ring_thread(void *arg)
+/* @p r has ended: its last LOST, its end marker; from then on it is the ordering thread's. */
+static void finish_ring(struct ring_state *r)
 {
-    struct ring_state *r = arg;
+    struct sluice_session *s = r->s;
 
-    pthread_setname_np(pthread_self(), "sluice-reader"); /* for top -H, perf, gdb */
-    for (;;) {
-        if (detached_here(r)) {
-            break;
-        }
-        int64_t avail = avail_of(r);
-
-        if (avail < 0 || (avail > 0 && read_chunk(r) < 0) ||
-            __atomic_load_n(&r->failed, __ATOMIC_RELAXED)) {
-            if (avail < 0 && !ring_reader__slot_open(&r->rd)) {
-                dropped(r); /* the producer overran us because it no longer waits for us */
-            } else if (avail < 0) {
-                session_error(r->s, -EPROTO, "%s", r->rd.err);
-            }
-            discard_until_end(r);
-            break;
-        }
-        if (avail == 0) {
-            if (ring_ended(r) && avail_of(r) == 0) {
-                /* Ended without closing: its process died mid-flight, or
-                 * the jitter dropped us (it closed our slot first). */
-                if (ring_reader__closed(&r->rd) || r->salvaged >= 0) {
-                    break;
-                }
-                if (!ring_reader__slot_open(&r->rd)) {
-                    dropped(r);
-                    break;
-                }
-                r->salvaged = ring_reader__salvage(&r->rd);
-                if (r->salvaged < 0) {
-                    session_error(r->s, -EPROTO, "%s", r->rd.err);
-                    break;
-                }
-                continue;
-            }
-            ring_reader__wait(&r->rd, WAIT_MS);
-        }
-    }
     lost_at_end(r);
     r->hdr_lost = __atomic_load_n(&r->rd.hdr->lost, __ATOMIC_ACQUIRE);
     r->end.ring = &r->ord;
     r->end.seq = r->seq;
     r->end.last = 1;
-    order__push(&r->s->ord, &r->end);
-    pthread_mutex_lock(&r->s->rings_lock);
-    if (__atomic_sub_fetch(&r->s->readers_live, 1, __ATOMIC_RELAXED) == 0) {
-        pthread_cond_signal(&r->s->readers_done);
+    order__push(&s->ord, &r->end);
+    pthread_mutex_lock(&s->rings_lock);
+    if (__atomic_sub_fetch(&s->readers_live, 1, __ATOMIC_RELAXED) == 0) {
+        pthread_cond_signal(&s->readers_done);
     }
-    pthread_mutex_unlock(&r->s->rings_lock);
-    return NULL;
+    pthread_mutex_unlock(&s->rings_lock);
+}
+
+/* An error stopped the reading of @p r: discard the rest (discard_step). */
+static enum reader_step stop_reading(struct ring_state *r)
+{
+    r->discarding = 1;
+    return discard_step(r);
+}
+
+/* The step after the ring's producer ended, with nothing published past us. */
+static enum reader_step ended_step(struct ring_state *r)
+{
+    /* Ended without closing: its process died mid-flight, or the jitter
+     * dropped us (it closed our slot first). */
+    if (ring_reader__closed(&r->rd) || r->salvaged >= 0) {
+        return READER_DONE;
+    }
+    if (!ring_reader__slot_open(&r->rd)) {
+        dropped(r);
+        return READER_DONE;
+    }
+    r->salvaged = ring_reader__salvage(&r->rd);
+    if (r->salvaged < 0) {
+        session_error(r->s, -EPROTO, "%s", r->rd.err);
+        return READER_DONE;
+    }
+    return READER_WORK;
+}
+
+/* One step of @p r's reading (reader_pool.h). Its pool thread. */
+static enum reader_step ring_step(struct ring_state *r)
+{
+    enum reader_step st;
+    int64_t avail;
+
+    if (r->discarding) {
+        st = discard_step(r);
+    } else if (detached_here(r)) {
+        st = READER_DONE;
+    } else if ((avail = avail_of(r)) < 0 || (avail > 0 && read_chunk(r) < 0) ||
+               __atomic_load_n(&r->failed, __ATOMIC_RELAXED)) {
+        if (avail < 0 && !ring_reader__slot_open(&r->rd)) {
+            dropped(r); /* the producer overran us because it no longer waits for us */
+        } else if (avail < 0) {
+            session_error(r->s, -EPROTO, "%s", r->rd.err);
+        }
+        st = stop_reading(r);
+    } else if (avail > 0) {
+        st = READER_WORK;
+    } else if (!ring_ended(r)) {
+        st = READER_IDLE;
+    } else {
+        st = avail_of(r) != 0 ? READER_WORK : ended_step(r);
+    }
+    if (st == READER_DONE) {
+        finish_ring(r);
+    }
+    return st;
 }
 
 /* --- control socket ------------------------------------------------------ */
@@ -451,21 +465,16 @@ static int check_announced(struct sluice_session *s, struct ring_state *r,
     return 0;
 }
 
-/* Start @p r's reader thread, detached; 0 or a positive errno. */
+/* Give @p r to a reader pool thread; 0 or a positive errno. */
 static int start_reader(struct sluice_session *s, struct ring_state *r)
 {
-    pthread_attr_t attr;
-    pthread_t th;
     int err;
 
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_mutex_lock(&s->rings_lock);
-    err = pthread_create(&th, &attr, ring_thread, r);
+    err = reader_pool__add(&s->readers, r);
     /* Atomic: sluice_session__progress() reads it without the lock. */
     __atomic_add_fetch(&s->readers_live, err == 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&s->rings_lock);
-    pthread_attr_destroy(&attr);
     return err;
 }
 
@@ -572,9 +581,10 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
                                           r->arch,        r->comm};
     err = start_reader(s, r);
     if (err) {
-        session_error(
-            s, -err, "tid %u: not traced: starting its reader thread: %s%s", m->tid, strerror(err),
-            err == EAGAIN ? " (sluice's threads count against its user's RLIMIT_NPROC)" : "");
+        session_error(s, -err, "tid %u: not traced: starting a reader thread for it: %s%s", m->tid,
+                      strerror(err),
+                      err == EAGAIN ? " (sluice's threads count against its user's RLIMIT_NPROC)"
+                                    : "");
         ring_reader__close(&r->rd);
         block_tables__put(&s->tables, r->bt);
         give_up_ring(s, m->line);
@@ -754,23 +764,19 @@ static void receive_rings(struct sluice_session *s)
     if (!__atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE)) {
         __atomic_store_n(&s->eof, 1, __ATOMIC_RELEASE);
     }
-    pthread_mutex_lock(&s->rings_lock);
-    for (struct ring_state *r = s->rings; r; r = r->next) {
-        if (r->rd.hdr) {
-            ring_reader__wake(&r->rd); /* a killed producer will not */
-        }
-    }
-    pthread_mutex_unlock(&s->rings_lock);
+    reader_pool__kick(&s->readers); /* a killed producer will not wake them */
 }
 
 void ring_source__run(struct sluice_session *s)
 {
+    reader_pool__init(&s->readers, ring_step);
     receive_rings(s);
     pthread_mutex_lock(&s->rings_lock);
     while (s->readers_live > 0) {
         pthread_cond_wait(&s->readers_done, &s->rings_lock);
     }
     pthread_mutex_unlock(&s->rings_lock);
+    reader_pool__stop(&s->readers);
     if (s->refused_ring[0]) {
         /* A drop notice read after it: the jitter reused the ring's place
          * once it had dropped us, so the ring is the drop's, not a lie. */

@@ -21,6 +21,7 @@
 #include "block_table.h"
 #include "chunk.h"
 #include "order.h"
+#include "reader_pool.h"
 #include "ring_reader.h"
 #include "sluice/consumer.h"
 #include "sluice/trace_file.h"
@@ -50,6 +51,7 @@ struct ring_state {
     int64_t salvaged;            /* reader thread: -1, or bytes recovered from a dead producer */
     uint64_t stop;               /* reader thread: after a detach, read up to here (else ~0) */
     int lossy;                   /* the jitter does not wait for us on this ring (take_lossy) */
+    int discarding;              /* reader thread: an error stopped the reading; discarding */
     uint64_t lost_seen;          /* reader thread, lossy: lost_events already put in the stream */
     /* Recording (ordering thread), or read from a trace file (main thread). */
     uint32_t file_no;     /* its number in the file */
@@ -121,11 +123,12 @@ struct sluice_session {
     struct workq wq;
     struct order ord;
     pthread_mutex_t err_lock;
+    /* A live session's reader threads (a few, each stepping many rings). */
+    struct reader_pool readers;
     /* Ended rings are unmapped by the ordering thread while the control
-     * thread may wake the others: rings_lock orders the two. It also
-     * guards readers_live, the reader threads not yet finished (they are
-     * detached: a guest making and ending threads by the thousand must
-     * not leave a stack and a mapping behind for each). */
+     * thread may look at the others: rings_lock orders the two. It also
+     * guards readers_live, the rings (or a trace file's reader) not yet
+     * read to their end. */
     pthread_mutex_t rings_lock;
     pthread_cond_t readers_done;
     unsigned readers_live; /* changed under rings_lock, atomically: progress() reads it */
