@@ -20,7 +20,8 @@
  * (`thread`, `trace`) and, after the session, by `report` on the main thread.
  * Output: one line per thread `pid=P tid=T seq=S n=N h=0x...`, or with
  * --json one object {"threads": [{"pid", "tid", "seq", "n", "h"}...],
- * "insns": N, "lost": N, "seconds": F, "rusage": {...}} (tool_json_rusage).
+ * "insns": N, "lost": N, "seconds": F, "rusage": {...} (tool_json_rusage),
+ * "error": null or the session's first error (then the sums are not of the whole trace)}.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -250,7 +251,7 @@ static void setup_batch(struct tool_env *env, struct sluice_callbacks *cb)
 }
 
 static void print(FILE *f, const struct sluice_counts *total, const struct sluice_thread_info *t,
-                  size_t n, int json, double seconds)
+                  size_t n, int json, double seconds, const char *error)
 {
     size_t i;
 
@@ -274,6 +275,8 @@ static void print(FILE *f, const struct sluice_counts *total, const struct sluic
         fprintf(f, "], \"insns\": %llu, \"lost\": %llu, \"seconds\": %.6f, ", (ull)total->insns,
                 (ull)total->lost, seconds);
         tool_json_rusage(f, state.env);
+        fprintf(f, ", ");
+        tool_json_error(f, error);
         fprintf(f, "}\n");
     }
 }
@@ -292,7 +295,7 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     }
     n = sluice_session__counts(s, &total, NULL, t, n);
     errno = 0; /* a failed write sets it */
-    print(env->out, &total, t, n, env->json, seconds);
+    print(env->out, &total, t, n, env->json, seconds, sluice_session__error(s));
     if (total.lost) {
         fprintf(stderr, "sluice: warning: %llu events lost: the sums are not of the whole trace\n",
                 (ull)total.lost);

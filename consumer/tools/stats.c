@@ -25,24 +25,6 @@
 
 typedef unsigned long long ull;
 
-/* Write @p s as a JSON string (quotes included). */
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-
-        if (c == '"' || c == '\\') {
-            fprintf(f, "\\%c", c);
-        } else if (c < 0x20 || c >= 0x7f) {
-            fprintf(f, "\\u%04x", c); /* comm is bytes, not UTF-8: escape them */
-        } else {
-            fputc(c, f);
-        }
-    }
-    fputc('"', f);
-}
-
 static void json_counts(FILE *f, const struct sluice_counts *c)
 {
     fprintf(f, "\"insns\": %llu, \"loads\": %llu, \"stores\": %llu, \"lost\": %llu", (ull)c->insns,
@@ -60,21 +42,17 @@ static void print_json(FILE *f, const struct tool_env *env, const struct sluice_
     fprintf(f, "}, \"threads\": [");
     for (i = 0; i < n; i++) {
         fprintf(f, "%s{\"pid\": %u, \"tid\": %u, \"arch\": ", i ? ", " : "", t[i].pid, t[i].tid);
-        json_str(f, t[i].arch);
+        tool_json_str(f, t[i].arch);
         fprintf(f, ", \"comm\": ");
-        json_str(f, t[i].comm);
+        tool_json_str(f, t[i].comm);
         fprintf(f, ", ");
         json_counts(f, &c[i]);
         fprintf(f, "}");
     }
     fprintf(f, "], \"seconds\": %.6f, ", seconds);
     tool_json_rusage(f, env);
-    fprintf(f, ", \"error\": ");
-    if (error && error[0]) {
-        json_str(f, error);
-    } else {
-        fprintf(f, "null");
-    }
+    fprintf(f, ", ");
+    tool_json_error(f, error);
     fprintf(f, "}\n");
 }
 

@@ -36,6 +36,15 @@ struct tool_env {
                                  child to measure) */
 };
 
+/** Write @p s as a JSON string, quotes included; bytes outside printable ASCII as \\u00XX. */
+void tool_json_str(FILE *f, const char *s);
+
+/**
+ * Write `"error": null`, or `"error": "..."` when @p error is a non-empty
+ * string (the session's first error: the output is not the whole trace).
+ */
+void tool_json_error(FILE *f, const char *error);
+
 /**
  * Write `"rusage": {"qemu": {...}, "consumer": {...}}` (no braces around
  * it) to @p f: user and system CPU seconds and peak RSS in KiB of the guest's

@@ -1199,7 +1199,8 @@ def case_stopped(c):
               plain=[counters] + churn[:1] + [c.path("plain.counters")] + churn[1:])
     stopped, stopped_out = c.attach(run.pid, "stopped-stats", run.xdg, "stats",
                                     ["--lossy", "--json"])
-    early, early_out = c.attach(run.pid, "early-stats", run.xdg, "stats", ["--lossy", "--json"])
+    # (pcsum: its --json report must say so too; it had no "error" before)
+    early, early_out = c.attach(run.pid, "early-pcsum", run.xdg, "pcsum", ["--lossy", "--json"])
     end = time.monotonic() + 20
     while query(run.sock)["consumers"] < 3 and time.monotonic() < end:
         time.sleep(0.01)
