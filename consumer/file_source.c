@@ -632,6 +632,43 @@ static void file_chunk(struct file_read *f, size_t i)
     session_queue_chunk(r, c);
 }
 
+/* How long an END frame's message may be: every error a session keeps, one per line. */
+#define END_TEXT_MAX                                                                               \
+    ((SESSION_MORE_ERRORS + 1) * (sizeof(((struct sluice_session *)0)->err) + 1) + 64)
+
+/*
+ * The recorded session's errors (END frame @p i, header @p h), each an
+ * error of ours: one per line, the first first (sluice/trace_file.h; a file
+ * of before 2026-12 has one). Control bytes in a line are shown as '?'.
+ */
+static void recorded_errors(struct file_read *f, size_t i, const struct sluice_tf_frame *h)
+{
+    int code = h->arg[0] >= (uint64_t)INT32_MIN ? (int)(int64_t)h->arg[0] : -EPROTO;
+    char *text = calloc(1, END_TEXT_MAX + 1), why[320], *line, *next;
+    size_t len;
+
+    if (!text) {
+        session_error(f->s, code, "as recorded: (its message: out of memory)");
+        return;
+    }
+    if (tf_reader__payload(&f->rd, i, text, END_TEXT_MAX, &len, why, sizeof(why)) < 0) {
+        snprintf(text, END_TEXT_MAX, "(its message: %s)", why);
+    }
+    for (line = text; line; line = next) {
+        next = strchr(line, '\n');
+        if (next) {
+            *next++ = '\0';
+        }
+        for (char *p = line; *p; p++) {
+            *p = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p; /* one line */
+        }
+        if (*line || line == text) {
+            session_error(f->s, code, "as recorded: %s", line);
+        }
+    }
+    free(text);
+}
+
 /* Every frame in file order, as the recorded session took them. */
 static void file_frames(struct file_read *f)
 {
@@ -686,21 +723,9 @@ static void file_frames(struct file_read *f)
             r->salvaged = h->arg[2] ? (int64_t)(h->arg[2] - 1) : -1;
             file_ring_end(r, FILE_ENDED);
         } else if (h->type == SLUICE_TF_END) {
-            char msg[sizeof(f->s->err)] = {0}, why[320];
-            size_t len;
-
             f->ended = 1;
             if ((int64_t)h->arg[0] < 0) {
-                if (tf_reader__payload(&f->rd, i, msg, sizeof(msg) - 1, &len, why, sizeof(why)) <
-                    0) {
-                    snprintf(msg, sizeof(msg), "(its message: %s)", why);
-                }
-                for (char *p = msg; *p; p++) {
-                    *p = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p; /* one line */
-                }
-                session_error(f->s,
-                              h->arg[0] >= (uint64_t)INT32_MIN ? (int)(int64_t)h->arg[0] : -EPROTO,
-                              "as recorded: %s", msg);
+                recorded_errors(f, i, h);
             }
         }
     }

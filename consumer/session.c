@@ -443,17 +443,44 @@ void session_finish_stages(struct sluice_session *s)
     }
 }
 
+/*
+ * The END frame's message: every error kept, one per line, the first first,
+ * and how many more came (sluice/trace_file.h). NULL if out of memory.
+ */
+static char *errors_text(const struct sluice_session *s)
+{
+    const char *msgs[1 + SESSION_MORE_ERRORS];
+    size_t n = sluice_session__errors(s, msgs, 1 + SESSION_MORE_ERRORS), len = 0;
+    size_t kept = n < 1 + SESSION_MORE_ERRORS ? n : 1 + SESSION_MORE_ERRORS;
+    size_t cap = (1 + SESSION_MORE_ERRORS) * (sizeof(s->err) + 1) + 64;
+    char *text = malloc(cap);
+
+    if (!text) {
+        return NULL;
+    }
+    text[0] = '\0';
+    for (size_t i = 0; i < kept; i++) {
+        len += (size_t)snprintf(text + len, cap - len, "%s%s", i ? "\n" : "", msgs[i]);
+    }
+    if (n > kept) {
+        snprintf(text + len, cap - len, "\n%zu more errors, not kept", n - kept);
+    }
+    return text;
+}
+
 /* Close the trace file being recorded, if any, with the session's result. Main thread. */
 static void end_recording(struct sluice_session *s)
 {
-    char why[400];
+    char why[400], *text;
     int err;
 
     if (!s->rec) {
         return;
     }
-    err = tf_writer__close(s->rec, s->err_code, sluice_session__detached(s), s->err, why,
-                           sizeof(why));
+    text = errors_text(s);
+    err = tf_writer__close(s->rec, s->err_code, sluice_session__detached(s), text ? text : s->err,
+                           why, sizeof(why));
+    free(text);
     s->rec = NULL;
     s->rec_err = err;
     if (err) {

@@ -67,8 +67,10 @@ enum sluice_tf_type {
      *  ring header; [2] 1 + bytes recovered from a producer that died, else 0. No payload. */
     SLUICE_TF_RING_END = 5,
     /** The recorded session ended. arg: [0] its result (0, or a negative errno, as int64_t);
-     *  [1] 1 if it ended by a detach. Payload: its error message (sluice_session__error()),
-     *  not NUL-terminated, maybe empty. */
+     *  [1] 1 if it ended by a detach. Payload: its error messages (sluice_session__errors()),
+     *  one per line (a newline between), the first first, then "N more errors, not kept" if
+     *  more came than a session keeps; not NUL-terminated, maybe empty. (Files written before
+     *  2026-12-07 hold the first message only.) */
     SLUICE_TF_END = 6,
     /** Where every frame before it starts. Payload, never compressed: one struct
      *  sluice_tf_index per frame, in file order, at most SLUICE_TF_MAX_INDEX bytes. */

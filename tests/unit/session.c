@@ -1199,3 +1199,62 @@ Test(session, chunks_past_the_item_bound_with_one_worker, .timeout = 120)
 {
     run_sliced(1);
 }
+
+/*
+ * A recording keeps every error of its session, not only the first: a
+ * refused ring (bad magic) and a bad record in another, recorded, then
+ * read back: each named "as recorded". (Its END frame held the first alone.)
+ */
+Test(session, recording_keeps_every_error, .timeout = 60)
+{
+    char path[] = "/tmp/sluice-unit-errors-XXXXXX";
+    int tmp = mkstemp(path);
+    struct sluice_consumer_opts opts = {.sz = sizeof(opts), .workers = 2, .record = path};
+    struct sluice_callbacks none = {.sz = sizeof(none)};
+    struct jitter_arg *j = calloc(1, sizeof(*j));
+    const char *live[4], *read[8];
+    struct sluice_session *s;
+    pthread_t jt;
+    int sv[2];
+    size_t n_live, n_read;
+    int magic = 0, header = 0;
+
+    cr_assert_geq(tmp, 0);
+    close(tmp);
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    s = sluice_session__new(sv[0], &none, &opts);
+    cr_assert_not_null(s);
+    recv_hello(sv[1]);
+    j->fd = sv[1];
+    j->n_rings = 1;
+    j->bad_ring = BAD_MAGIC;
+    cr_assert_eq(test_ring__create(&j->p[0].ring, 64 * 1024, 100, 0), 0);
+    j->p[0].n = 20000;
+    j->p[0].bad_at = 5000;
+    j->p[0].ring.pad_boundaries = 1;
+    cr_assert_eq(pthread_create(&jt, NULL, fake_jitter, j), 0);
+    cr_assert_lt(sluice_session__run(s), 0);
+    pthread_join(jt, NULL);
+    n_live = sluice_session__errors(s, live, 4);
+    cr_assert_eq(n_live, 2, "%zu errors, first: %s", n_live, sluice_session__error(s));
+    sluice_session__free(s);
+    test_ring__destroy(&j->p[0].ring);
+    free(j);
+
+    opts.record = NULL;
+    s = sluice_session__open_file(path, &none, &opts);
+    cr_assert_not_null(s);
+    cr_assert_lt(sluice_session__run(s), 0);
+    /* Its own reading of the bad record is an error too: what matters is the two recorded. */
+    n_read = sluice_session__errors(s, read, 8);
+    cr_assert_leq(n_read, 8);
+    for (size_t k = 0; k < n_read; k++) {
+        if (strncmp(read[k], "as recorded: ", 13) == 0) {
+            magic += strstr(read[k], "magic") != NULL;
+            header += strstr(read[k], "invalid record header") != NULL;
+        }
+    }
+    cr_assert(magic == 1 && header == 1, "%zu errors read back, first: %s", n_read, read[0]);
+    sluice_session__free(s);
+    unlink(path);
+}
