@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sluice/consumer.h"
 #include "sluice/ctl.h"
 
 static int is_exec_file(const char *path)
@@ -255,13 +256,67 @@ static void child(const char *qemu, const char *jitter, const char *prog, char *
 /* The guest's QEMU, for forwarding termination requests to it. */
 static volatile pid_t guest_pid;
 
+/* The session tracing it (launch_watch()), and whether we left the guest's
+ * other processes to run on untraced (launch_left_others()). */
+static struct sluice_session *volatile watched;
+static volatile sig_atomic_t left_others;
+
+/* A termination request was passed on to the guest's QEMU. */
+static volatile sig_atomic_t passed_on;
+
+/* Whether the guest's QEMU has ended (not reaped: launch_wait() does that).
+ * Async-signal-safe. */
+static int guest_ended(void)
+{
+    siginfo_t si;
+
+    memset(&si, 0, sizeof(si));
+    if (waitid(P_PID, (id_t)guest_pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0) {
+        return errno == ECHILD; /* reaped already */
+    }
+    return si.si_pid == guest_pid;
+}
+
+/*
+ * The guest's own process has ended and a termination request came: stop
+ * tracing the processes it forked that outlive it (a daemon, a background
+ * job). Untraced, such a request would never reach them and the caller
+ * would not wait for them: they run on untraced, the report is written.
+ */
+static void leave_the_others(void)
+{
+    if (watched) {
+        left_others = 1;
+        sluice_session__detach(watched); /* async-signal-safe */
+    }
+}
+
 /* SIGTERM/SIGHUP to sluice are meant for the guest: pass them on, then let
  * the trace end normally so the report of what ran is still written. */
 static void forward_to_guest(int sig)
 {
-    if (guest_pid > 0) {
+    int saved = errno;
+
+    if (guest_pid > 0 && guest_ended()) {
+        leave_the_others();
+    } else if (guest_pid > 0) {
+        passed_on = 1;
         kill(guest_pid, sig);
     }
+    errno = saved;
+}
+
+/* The guest's QEMU ended after a termination request was passed on to it:
+ * the processes it forked are not waited for either. */
+static void on_child(int sig)
+{
+    int saved = errno;
+
+    (void)sig;
+    if (passed_on && guest_pid > 0 && guest_ended()) {
+        leave_the_others();
+    }
+    errno = saved;
 }
 
 /*
@@ -275,6 +330,8 @@ static void forward_if_sent(int sig, siginfo_t *info, void *ctx)
     (void)ctx;
     if (info->si_code <= 0) { /* SI_USER, SI_QUEUE, SI_TKILL: a process sent it */
         forward_to_guest(sig);
+    } else if (guest_pid > 0 && guest_ended()) {
+        leave_the_others(); /* ^C once the guest ended: what is left is not the guest */
     }
 }
 
@@ -297,6 +354,23 @@ static void forward_signals(const struct sigaction *old_int, const struct sigact
     if (old_quit->sa_handler != SIG_IGN) {
         sigaction(SIGQUIT, &sent, NULL);
     }
+    memset(&fwd, 0, sizeof(fwd));
+    fwd.sa_handler = on_child;
+    fwd.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigaction(SIGCHLD, &fwd, NULL);
+}
+
+void launch_watch(struct sluice_session *s)
+{
+    watched = s;
+    if (s && passed_on && guest_pid > 0 && guest_ended()) {
+        leave_the_others(); /* it ended before we watched */
+    }
+}
+
+int launch_left_others(void)
+{
+    return left_others;
 }
 
 pid_t launch_spawn(const char *qemu, const char *jitter_arg, const char *prog, char *const args[],

@@ -14,6 +14,8 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+struct sluice_session;
+
 /**
  * Find @p prog like execvp() would (in $PATH when it has no '/').
  * @param[out] path the program's path, @p n bytes
@@ -66,6 +68,19 @@ void launch_ignore_sigpipe(void);
  */
 pid_t launch_spawn(const char *qemu, const char *jitter_arg, const char *prog, char *const args[],
                    int consumer_fd, char *err, size_t errn);
+
+/**
+ * Let a termination request end session @p s (sluice_session__detach())
+ * once the guest's QEMU has ended: SIGTERM, SIGHUP or a SIGINT/SIGQUIT sent
+ * to sluice after it ended, or the end of a QEMU such a request was passed
+ * on to. Processes the guest forked that outlive it then run on untraced
+ * (the request would not have reached them untraced either). NULL: no
+ * session (before freeing it). Main thread, after launch_spawn().
+ */
+void launch_watch(struct sluice_session *s);
+
+/** Whether launch_watch()'s session was detached so (the guest's other processes left). */
+int launch_left_others(void);
 
 /**
  * Wait for @p pid (retrying on EINTR), then, before reaping it, remove

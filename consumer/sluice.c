@@ -884,12 +884,21 @@ static int cmd_run(int argc, char **argv)
     }
     /* The status line shares stderr with the guest's: only when the guest's
      * stdout is not the terminal. */
+    launch_watch(s);
     failed = run_traced(s, status_line_ok(&env) && !isatty(STDOUT_FILENO), &t0);
+    launch_watch(NULL);
     started = sluice_session__counts(s, &total, NULL, NULL, 0) > 0;
     if (failed && started) {
         say_errors("sluice: trace: ", s);
     }
     status = launch_wait(pid, &env.qemu_usage);
+    if (launch_left_others()) {
+        fprintf(stderr,
+                "sluice: the guest (pid %d) ended and a termination request came: "
+                "the processes it forked that outlived it were left running, untraced from "
+                "then on\n",
+                (int)pid);
+    }
     env.qemu_known = 1;
     if (!started && (failed || !exited_0(status))) {
         /* QEMU died before the guest's first thread (e.g. before WELCOME):

@@ -7,7 +7,8 @@ unhandled SIGSEGV, of abort() (SIGABRT) and of raise(SIGKILL), and prints
 the descriptor open() returns; `sluice run` must end with the same status
 (the same signal, re-raised) and the same stdout as the guest run directly
 under qemu-<arch>. SIGTERM and SIGINT sent to sluice must reach the guest,
-and the report of what ran must still be written; a SIGTERM during
+and the report of what ran must still be written (also when a child the guest
+forked outlives it: sluice then leaves it running untraced); a SIGTERM during
 --wait-attach kills sluice as it kills QEMU. A QEMU killed by SIGKILL
 leaves no control socket file behind (sluice removes it). Then sluice's own usage
 errors: a program that is not an ELF file of a supported machine (a 32-bit
@@ -79,6 +80,61 @@ def signal_reaches_guest(args, tmp, sig):
         name, describe(p.returncode), insns,
         "" if good else " FAILED (want signal %s, insns > 0)" % name))
     return good
+
+
+def outlived(args, tmp, main_loops, sig):
+    """A guest whose forked child outlives it (a background job: untraced, the caller does not
+    wait for it): `sluice run` traces it on, but @p sig sent to sluice once the guest ended
+    (or passed on to a guest that then dies of it: @p main_loops) must end sluice with the
+    guest's status and the report, the child left running untraced (sluice waited for the
+    child and ignored every signal: 5 of 5 runs)."""
+    what = "%s %s" % (signal.Signals(sig).name,
+                      "to a guest whose child outlives it" if main_loops
+                      else "after the guest ended, its child running")
+    out = os.path.join(tmp, "outlived.json")
+    script = "while :; do :; done & echo $!; " + ("while :; do :; done" if main_loops else "exit 3")
+    cmd = common.cmd_sluice(args.sluice, "stats", out, "/bin/sh", ["-c", script],
+                            extra=["--json"])
+    # Files, not pipes: the child left running holds them open.
+    stdout, stderr = os.path.join(tmp, "outlived.stdout"), os.path.join(tmp, "outlived.stderr")
+    with open(stdout, "wb") as o, open(stderr, "wb") as e:
+        p = subprocess.Popen(cmd, stdout=o, stderr=e, env=common.guest_env(sluice=True),
+                             preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL),
+                             start_new_session=True)
+    time.sleep(3)
+    with open(stdout, "rb") as f:
+        child = int(f.readline().strip() or b"0")
+    problems = [] if p.poll() is None else ["sluice ended before the signal: %s" % describe(
+        p.returncode)]
+    p.send_signal(sig)
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        problems.append("sluice still running 30 s after the signal")
+    with open(stderr, "rb") as f:
+        err = f.read()
+    alive = child > 0 and os.path.exists("/proc/%d" % child)
+    if alive:
+        os.kill(child, signal.SIGKILL)
+    else:
+        problems.append("the child (pid %d) did not run on" % child)
+    want = -sig if main_loops else 3
+    if not problems and p.returncode != want:
+        problems.append("sluice %s, want %s" % (describe(p.returncode), describe(want)))
+    try:
+        with open(out) as f:
+            threads = len(json.load(f)["threads"])
+    except (OSError, ValueError, KeyError) as e:
+        threads = 0
+        problems.append("no report (%s)" % e)
+    if not problems and (threads != 2 or b"outlived it" not in err):
+        problems.append("report of %d threads (want 2), stderr %r" % (threads, err[-300:]))
+    print("%s: %s" % (what, "; ".join(problems) + " FAILED" if problems else
+                      "sluice %s, report of both processes, the child left running" % describe(
+                          p.returncode)))
+    return not problems
 
 
 def signal_while_waiting(args, tmp):
@@ -208,6 +264,9 @@ def main():
         ok = usage_error(args, tmp, "--raw with --no-disasm", text, "dump", ["--no-disasm"]) and ok
         for sig in (signal.SIGTERM, signal.SIGINT):
             ok = signal_reaches_guest(args, tmp, sig) and ok
+        ok = outlived(args, tmp, False, signal.SIGTERM) and ok
+        ok = outlived(args, tmp, False, signal.SIGINT) and ok
+        ok = outlived(args, tmp, True, signal.SIGTERM) and ok
         ok = signal_while_waiting(args, tmp) and ok
         ok = no_socket_left(args, tmp) and ok
     if not ok:
