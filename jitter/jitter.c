@@ -535,13 +535,22 @@ static void j_syscall(struct sluice_thread_slot *slot, int num, const uint64_t a
     put_words(slot, w, 7);
 }
 
+/*
+ * QEMU's own codes that do_syscall returns, never a value the guest gets
+ * (QEMU linux-user/special-errno.h): the syscall is run again after the
+ * signal handler (its restart is a new SYSCALL record), or a sigreturn set
+ * every register. Such a syscall has no SYSRET, as exit has none.
+ */
+#define QEMU_ERESTARTSYS 512
+#define QEMU_ESIGRETURN 513
+
 static void j_syscall_return(struct sluice_thread_slot *slot, int num, int64_t ret)
 {
     uint64_t w[2] = {(uint64_t)SLUICE_TAG_SYSRET << SLUICE_TAG_SHIFT | (uint32_t)num,
                      (uint64_t)ret};
 
-    ctl_exec_failed(); /* if it was an execve that failed */
-    if (J.syscalls && slot->ring) {
+    ctl_exec_failed(); /* if it was an execve that failed (or will be run again) */
+    if (J.syscalls && slot->ring && ret != -QEMU_ERESTARTSYS && ret != -QEMU_ESIGRETURN) {
         put_words(slot, w, 2);
     }
 }

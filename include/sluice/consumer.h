@@ -106,8 +106,12 @@ struct sluice_module {
 
 /**
  * A guest syscall (the `syscall` callback), as QEMU's linux-user
- * do_syscall() made it: entered, then returned. Numbers are the guest
- * architecture's (its <asm/unistd.h>; mipsel o32 counts from 4000).
+ * do_syscall() made it: entered, then returned with the value the guest
+ * gets. Some have no return: exit, exit_group, an execve that succeeds, a
+ * sigreturn (it sets every register), and one a signal interrupted that
+ * QEMU runs again (SA_RESTART: entered anew after the handler). Numbers
+ * are the guest architecture's (its <asm/unistd.h>; mipsel o32 counts from
+ * 4000).
  */
 struct sluice_syscall {
     uint32_t nr;       /**< syscall number */

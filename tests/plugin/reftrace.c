@@ -24,6 +24,8 @@
  *   <tid> SYSCALL <number> 0x<arg1> ... 0x<arg6>   (a 32-bit guest's arguments: low 32 bits)
  *   <tid> SYSRET <number> <return value, signed decimal>
  *
+ * (none for a syscall QEMU runs again, or a sigreturn: the guest gets no return)
+ *
  * Arguments: out=FILE (appended to, O_APPEND, so several processes may share
  * it), mode=dump|count (default dump), syscalls=on|off (default off).
  *
@@ -306,10 +308,18 @@ static void vcpu_syscall(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t n
 
 static void vcpu_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t num, int64_t ret)
 {
-    struct tbuf *b = buf_get();
-    char *p = line_begin(b);
+    struct tbuf *b;
+    char *p;
 
     (void)id, (void)vcpu_index;
+    if (ret == -512 || ret == -513) {
+        /* QEMU's QEMU_ERESTARTSYS and QEMU_ESIGRETURN (linux-user/special-errno.h), which the
+         * plugin API passes on: the guest gets no return (the syscall runs again; a sigreturn
+         * set its registers). exact.py's restart guest checks both against the guest. */
+        return;
+    }
+    b = buf_get();
+    p = line_begin(b);
     p += sprintf(p, "SYSRET %lld %lld", (long long)num, (long long)ret);
     line_end(b, p);
 }
