@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,25 +274,50 @@ static int detached_here(struct ring_state *r)
 /* The jitter closed our slot of @p r while its producer ran on: say so. */
 static void dropped(struct ring_state *r)
 {
+    __atomic_store_n(&r->s->cut_off, 1, __ATOMIC_RELEASE);
     session_error(r->s, -ECONNRESET, DROPPED ": the trace of tid %u stops at position %llu",
                   r->info.tid, (unsigned long long)r->rd.pos);
+}
+
+/* Put @p why in place of DROPPED_WHY in @p msg (sizeof(s->err) bytes). */
+static void name_drop_in(char *msg, size_t size, const char *why)
+{
+    char was[sizeof(((struct sluice_session *)0)->err)];
+    char *at = strstr(msg, DROPPED_WHY);
+
+    if (at && size == sizeof(was)) {
+        memcpy(was, msg, sizeof(was));
+        snprintf(msg, size, "%.*s%s%s", (int)(at - msg), was, why,
+                 was + (at - msg) + strlen(DROPPED_WHY));
+    }
 }
 
 /*
  * Once the control socket and every reader have ended: put the reason the
  * jitter sent (drop_notice(), read after the slots it closed may have been
- * seen) in place of DROPPED_WHY in the session's error.
+ * seen) in place of DROPPED_WHY in every error kept, and keep one of those
+ * that then say the same.
  */
 static void name_drop(struct sluice_session *s)
 {
-    char was[sizeof(s->err)], *at;
+    size_t kept, out = 0;
 
     pthread_mutex_lock(&s->err_lock);
-    at = s->drop_why[0] ? strstr(s->err, DROPPED_WHY) : NULL;
-    if (at) {
-        memcpy(was, s->err, sizeof(was));
-        snprintf(s->err, sizeof(s->err), "%.*s%s%s", (int)(at - s->err), was, s->drop_why,
-                 was + (at - s->err) + strlen(DROPPED_WHY));
+    kept = s->n_errors < 1 + SESSION_MORE_ERRORS ? s->n_errors : 1 + SESSION_MORE_ERRORS;
+    for (size_t k = 0; s->drop_why[0] && k < kept; k++) {
+        char *msg = k ? s->more_err[k - 1] : s->err;
+        int seen = 0;
+
+        name_drop_in(msg, sizeof(s->err), s->drop_why);
+        for (size_t j = 0; j < out && !seen; j++) {
+            seen = strcmp(msg, j ? s->more_err[j - 1] : s->err) == 0;
+        }
+        if (!seen && out++ != k) {
+            memmove(s->more_err[out - 2], msg, sizeof(s->err)); /* out - 1 >= 1 here */
+        }
+    }
+    if (s->drop_why[0]) {
+        s->n_errors -= kept - out;
     }
     pthread_mutex_unlock(&s->err_lock);
 }
@@ -331,7 +357,11 @@ static int was_dropped(struct sluice_session *s)
         closed = r->rd.map && !ring_reader__slot_open(&r->rd);
     }
     pthread_mutex_unlock(&s->rings_lock);
-    return closed && !__atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE);
+    closed = closed && !__atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE);
+    if (closed) {
+        __atomic_store_n(&s->cut_off, 1, __ATOMIC_RELEASE);
+    }
+    return closed;
 }
 
 /* @p r has ended: its last LOST, its end marker; from then on it is the ordering thread's. */
@@ -435,6 +465,26 @@ static int known_ring(struct sluice_session *s, const struct ring_reader *rd)
 }
 
 /*
+ * A ring refused for what its place holds: said at the end, unless the
+ * jitter tells us it dropped us meanwhile (then the place may have been
+ * reused since it was announced, and the drop is why). Control thread.
+ */
+static void refused(struct sluice_session *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void refused(struct sluice_session *s, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (s->n_refused < sizeof(s->refused) / sizeof(s->refused[0])) {
+        va_start(ap, fmt);
+        vsnprintf(s->refused[s->n_refused], sizeof(s->refused[0]), fmt, ap);
+        va_end(ap);
+    }
+    s->n_refused++;
+}
+
+/*
  * Whether the mapped header says what the announcement said, and is new;
  * a forged or repeated announcement is refused (named in the error), and
  * the trace of every other thread goes on.
@@ -448,13 +498,11 @@ static int check_announced(struct sluice_session *s, struct ring_state *r,
     /* The size as validated and mapped, not as the header says now. Said
      * at the end, unless the jitter tells us it dropped us meanwhile. */
     if (pid != m->pid || tid != m->tid || r->rd.size != m->ring_bytes) {
-        if (!s->refused_ring[0]) {
-            snprintf(s->refused_ring, sizeof(s->refused_ring),
-                     "refused a ring announced as pid %u tid %u (%llu bytes) whose header says "
-                     "pid %u tid %u (%llu bytes)",
-                     m->pid, m->tid, (unsigned long long)m->ring_bytes, pid, tid,
-                     (unsigned long long)r->rd.size);
-        }
+        refused(s,
+                "refused a ring announced as pid %u tid %u (%llu bytes) whose header says "
+                "pid %u tid %u (%llu bytes)",
+                m->pid, m->tid, (unsigned long long)m->ring_bytes, pid, tid,
+                (unsigned long long)r->rd.size);
         return -EPROTO;
     }
     if (known_ring(s, &r->rd)) {
@@ -536,8 +584,11 @@ static void add_ring(struct sluice_session *s, const struct sluice_ctl_msg *m, i
             session_error(s, -ECONNRESET, DROPPED);
         }
         give_up_ring(s, m->line);
-        session_error(s, err == -EINVAL ? -EPROTO : err, "tid %u: not traced: %s", m->tid,
-                      r->rd.err);
+        if (err == -EINVAL || err == -EPROTO) {
+            refused(s, "tid %u: not traced: %s", m->tid, r->rd.err); /* what its place holds */
+        } else {
+            session_error(s, err, "tid %u: not traced: %s", m->tid, r->rd.err);
+        }
         free(r);
         return;
     }
@@ -777,13 +828,25 @@ void ring_source__run(struct sluice_session *s)
     }
     pthread_mutex_unlock(&s->rings_lock);
     reader_pool__stop(&s->readers);
-    if (s->refused_ring[0]) {
-        /* A drop notice read after it: the jitter reused the ring's place
-         * once it had dropped us, so the ring is the drop's, not a lie. */
-        if (drop_noticed(s)) {
+    if (s->n_refused) {
+        /* Dropped (a drop notice read after them, or a slot of ours seen
+         * closed while its producer ran on): the jitter reused the rings'
+         * places once it had dropped us, so they are the drop's, not lies. */
+        size_t kept = s->n_refused < sizeof(s->refused) / sizeof(s->refused[0])
+                          ? s->n_refused
+                          : sizeof(s->refused) / sizeof(s->refused[0]);
+
+        int cut = drop_noticed(s) || __atomic_load_n(&s->cut_off, __ATOMIC_ACQUIRE);
+
+        if (cut) {
             session_error(s, -ECONNRESET, DROPPED);
-        } else {
-            session_error(s, -EPROTO, "%s", s->refused_ring);
+        }
+        for (size_t k = 0; k < kept && !cut; k++) {
+            session_error(s, -EPROTO, "%s", s->refused[k]);
+        }
+        if (s->n_refused > kept && !cut) {
+            session_error(s, -EPROTO, "%zu more rings refused for what their places held",
+                          s->n_refused - kept);
         }
     }
     name_drop(s);

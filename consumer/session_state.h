@@ -140,10 +140,13 @@ struct sluice_session {
     size_t n_errors;   /* every distinct error so far, the first included */
     char drop_why[96]; /* under err_lock: why the jitter said it dropped us, or "" */
     int welcomed;      /* the jitter's WELCOME was read (sluice_session__welcomed()) */
-    /* Control thread: the first ring refused for a header that is not its
-     * announcement, or "": an error unless a drop notice follows (its place
-     * may have been reused after the drop: ring_source__run()). */
-    char refused_ring[192];
+    /* Control thread: rings refused for what their place held (a header that is not
+     * their announcement, no ring at all): errors unless a drop notice follows (after a
+     * drop the jitter reuses the places of rings it announced before: ring_source__run()).
+     * The first SESSION_MORE_ERRORS + 1, and how many. */
+    char refused[SESSION_MORE_ERRORS + 1][256];
+    size_t n_refused;
+    int cut_off; /* atomic: a slot of ours was seen closed while its producer ran (dropped) */
     struct tf_writer *rec; /* recording into a trace file (opts->record), or NULL */
     int rec_uncompressed;  /* opts->record_uncompressed: chunks stored as they are */
     int rec_err;           /* main thread, once it is closed: why it stopped (-errno), or 0 */
