@@ -402,6 +402,9 @@ static void work(void *ctx, struct chunk *c)
     }
 }
 
+/* Why pthread_create() says EAGAIN, most often. */
+#define NPROC_HINT " (sluice's threads count against its user's RLIMIT_NPROC)"
+
 int session_start_stages(struct sluice_session *s)
 {
     static const struct order_ops ops = {on_start, on_deliver, on_end};
@@ -412,12 +415,14 @@ int session_start_stages(struct sluice_session *s)
      * the same sequence every time (a live session's threads interleave as they run). */
     err = s->file_path ? order__start_global(&s->ord, &ops, s) : order__start(&s->ord, &ops, s);
     if (err) {
-        return session_error(s, err, "starting ordering thread: %s", strerror(-err));
+        return session_error(s, err, "starting ordering thread: %s%s", strerror(-err),
+                             err == -EAGAIN ? NPROC_HINT : "");
     }
     err = workq__start(&s->wq, s->workers, work, s);
     if (err) {
         order__finish(&s->ord);
-        return session_error(s, err, "starting %u workers: %s", s->workers, strerror(-err));
+        return session_error(s, err, "starting %u workers: %s%s", s->workers, strerror(-err),
+                             err == -EAGAIN ? NPROC_HINT : "");
     }
     return 0;
 }

@@ -655,7 +655,9 @@ static void report_not_started(int status, const struct sluice_session *s)
     } else if (status == -1) {
         fprintf(stderr, "sluice: QEMU ended before tracing started (its status is unknown)\n");
     } else { /* exited 0, yet the jitter never took us in (or failed us first) */
-        fprintf(stderr, "sluice: QEMU exited with status 0 before tracing started: %s\n",
+        fprintf(stderr,
+                "sluice: nothing was traced: %s; QEMU exited with status 0 (the "
+                "guest, if it ran, ran untraced)\n",
                 sluice_session__error(s));
     }
 }

@@ -227,9 +227,9 @@ struct sluice_callbacks {
     /**
      * Worker thread: thread @p t entered a syscall, or it returned (@p sc),
      * at that place in its stream. Only from a guest started with syscall
-     * events (`sluice run --syscalls`, jitter option syscalls=1); exit,
-     * exit_group and an execve that succeeds have no return. Each counts
-     * as an event (and as lost, when a lossy consumer loses it).
+     * events (`sluice run --syscalls`, jitter option syscalls=1); some have
+     * no return (struct sluice_syscall says which). Each counts as an event
+     * (and as lost, when a lossy consumer loses it).
      */
     int (*syscall)(void *user, const struct sluice_thread_info *t, const struct sluice_syscall *sc,
                    void *item);
