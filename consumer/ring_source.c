@@ -7,10 +7,11 @@
  * then a RING message per guest thread) and maps each ring; a reader pool
  * thread (reader_pool.c) steps each ring (ring_step): it cuts the published
  * records into spans (chunks), numbered per ring, without reading them, and
- * pushes them to the workers (session.c). A reader must never wait on analysis except through
- * the bounded chunk pool (which also bounds the ring bytes held), and must
- * never trust the producer: every value it reads from a ring is checked
- * (ring_reader.c), a bad ring is skipped to its end and the others go on.
+ * pushes them to the workers (session.c). A reader must never wait on
+ * analysis except through the bounded chunk pool (which also bounds the
+ * ring bytes held), and must never trust the producer: every value it
+ * reads from a ring is checked (ring_reader.c), a bad ring is skipped to
+ * its end and the others go on.
  */
 #include <endian.h>
 #include <errno.h>
