@@ -681,6 +681,11 @@ def case_forks(c):
                 break
             p, out = c.attach(g.pid, "forks-%s-%d" % (arch, k), c.xdg, "stats", ["--json"])
             sigint_ready(p.pid)
+            # The window starts once QEMU took the consumer in (a loaded machine took longer
+            # than 0.1 s, and the SIGINT came first: exit 2, nothing traced, which is right).
+            taken = time.monotonic() + 20
+            while query(sock)["consumers"] < 1 and time.monotonic() < taken:
+                time.sleep(0.005)
             time.sleep(rnd.uniform(0.1, 0.3))
             p.send_signal(signal.SIGINT)
             rc, _, err = finish(p, 60)
