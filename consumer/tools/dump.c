@@ -79,8 +79,9 @@ static struct {
 /* The longest line is about 140 bytes ("4294967295 SYSCALL 4294967295" and six " 0x<16>");
  * with --maps, about 240 (an MREMAP line with its path cut to 120 bytes). */
 struct line {
-    uint32_t len : 31;
+    uint32_t len : 30;
     uint32_t flush : 1; /* a syscall entry: the thread may now block in it, so write it out */
+    uint32_t tick : 1;  /* no line: a chunk ended (on_chunk_end), look at the clock */
     char text[];        /* LINE_BYTES, LINE_MAPS_BYTES or LINE_PEOPLE_BYTES in all */
 };
 #define LINE_BYTES 160u
@@ -144,8 +145,9 @@ static char *put_dec(char *p, uint64_t v)
 static int finish(struct line *l, char *p)
 {
     *p++ = '\n';
-    l->len = (uint32_t)(p - l->text) & 0x7fffffff;
+    l->len = (uint32_t)(p - l->text) & 0x3fffffff;
     l->flush = 0;
+    l->tick = 0;
     return 1;
 }
 
@@ -449,6 +451,19 @@ static int flush_out(void)
     return out.failed ? -1 : 0;
 }
 
+/* A chunk's last item: so that lines trickling in (a filter that keeps little, a quiet
+ * thread) are written within a second, not only every 4096 lines. Worker thread. */
+static int on_chunk_end(void *user, const struct sluice_thread_info *t, void *item)
+{
+    struct line *l = item;
+
+    (void)user, (void)t;
+    l->len = 0;
+    l->flush = 0;
+    l->tick = 1;
+    return 1;
+}
+
 static void on_trace(void *user, const struct sluice_thread_info *t, void *item)
 {
     struct line *l = item;
@@ -456,6 +471,12 @@ static void on_trace(void *user, const struct sluice_thread_info *t, void *item)
     (void)user;
     (void)t;
     if (out.failed) {
+        return;
+    }
+    if (l->tick) {
+        if (out.used && now_s() >= out.flushed_at + 1) {
+            flush_out();
+        }
         return;
     }
     if (out.used + l->len > sizeof(out.buf) && flush_out() != 0) {
@@ -500,6 +521,7 @@ static void setup(struct tool_env *env, struct sluice_callbacks *cb)
     cb->lost = on_lost;
     cb->syscall = on_syscall;
     cb->message = on_message;
+    cb->chunk_end = on_chunk_end;
     cb->trace = on_trace;
 }
 

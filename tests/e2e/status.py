@@ -12,6 +12,10 @@ attachloop 3 (x86_64, 8 threads for 3 s) under `sluice run --tool stats -o FILE`
   guesttty stdout and stderr the same terminal (the guest writes there): none
   outtty   -o /dev/stderr, the terminal itself: none (it landed in the report)
 
+and a dump whose lines trickle in (trickle 4: tick() 10 times a second, the range
+filter over tick()): `-o FILE` holds lines within 2 s of the start, not only at the
+end (it was written every 4096 lines or at the end).
+
   status.py --sluice build/consumer/sluice --guests build/tests/e2e
 """
 
@@ -22,6 +26,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 import common
 
@@ -64,10 +69,34 @@ def run(args, tmp, name, tty_err, tty_out, out=None):
         return rc, stdout, got, f.read()
 
 
+def trickle(args, tmp):
+    """Lines in a dump file while a guest's few lines a second come. Problems, or []."""
+    prog = os.path.join(args.guests, "trickle-x86_64")
+    nm = subprocess.run(["nm", "-S", prog], capture_output=True, text=True).stdout
+    lo, size = next((int(f[0], 16), int(f[1], 16)) for f in (l.split() for l in nm.splitlines())
+                    if len(f) == 4 and f[3] == "tick")
+    out = os.path.join(tmp, "trickle.dump")
+    p = subprocess.Popen([args.sluice, "run", "--filter", os.path.join(args.filters, "range.bpf.o"),
+                          "--set", "lo=%#x" % lo, "--set", "hi=%#x" % (lo + size), "--tool", "dump",
+                          "--raw", "-o", out, "--", prog, "4"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=common.guest_env(sluice=True), start_new_session=True)
+    time.sleep(2.5)
+    early = os.path.getsize(out) if os.path.exists(out) else 0
+    stdout, err = p.communicate(timeout=60)
+    final = os.path.getsize(out) if os.path.exists(out) else 0
+    print("trickle: %d bytes in the dump after 2.5 s, %d at the end (exit %s)"
+          % (early, final, p.returncode))
+    if p.returncode != 0 or b"tick calls 40" not in stdout or not final:
+        return ["trickle: exit %s, stdout %r, stderr %r" % (p.returncode, stdout, err[-300:])]
+    return [] if early else ["trickle: nothing in the dump file 2.5 s into a 4 s run"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sluice", required=True)
     ap.add_argument("--guests", required=True)
+    ap.add_argument("--filters", required=True)
     args = ap.parse_args()
     common.qemu_dir()
     problems = []
@@ -96,6 +125,7 @@ def main():
             problems.append("outtty: exit %s, a status line in the report, or no report: %r"
                             % (rc, err[-300:]))
         print("outtty: exit %s, no status line: %s" % (rc, b"\x1b" not in err))
+        problems += trickle(args, tmp)
     if problems:
         common.fail("status: " + "; ".join(problems))
     print("status: ok")
