@@ -644,8 +644,8 @@ static void file_chunk(struct file_read *f, size_t i)
 static void recorded_errors(struct file_read *f, size_t i, const struct sluice_tf_frame *h)
 {
     int code = h->arg[0] >= (uint64_t)INT32_MIN ? (int)(int64_t)h->arg[0] : -EPROTO;
-    char *text = calloc(1, END_TEXT_MAX + 1), why[320], *line, *next;
-    size_t len;
+    char *text = calloc(1, END_TEXT_MAX + 1), why[320], *line, *next, t;
+    size_t len, more;
 
     if (!text) {
         session_error(f->s, code, "as recorded: (its message: out of memory)");
@@ -662,7 +662,10 @@ static void recorded_errors(struct file_read *f, size_t i, const struct sluice_t
         for (char *p = line; *p; p++) {
             *p = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p; /* one line */
         }
-        if (*line || line == text) {
+        if (line != text && sscanf(line, "%zu more errors, not kep%c", &more, &t) == 2 &&
+            t == 't') {
+            session_more_errors(f->s, more); /* counted, as the recording counted them */
+        } else if (*line || line == text) {
             session_error(f->s, code, "as recorded: %s", line);
         }
     }

@@ -72,6 +72,13 @@ int session_error(struct sluice_session *s, int code, const char *fmt, ...)
     return code;
 }
 
+void session_more_errors(struct sluice_session *s, size_t n)
+{
+    pthread_mutex_lock(&s->err_lock);
+    s->n_errors += n;
+    pthread_mutex_unlock(&s->err_lock);
+}
+
 /* A session on @p ctl_fd; says HELLO on it if @p hello. */
 /* Whether the caller's options struct @p o (maybe NULL) is recent enough to have field @p f. */
 #define OPTS_HAVE(o, f)                                                                            \

@@ -176,6 +176,12 @@ int session_error(struct sluice_session *s, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /**
+ * Count @p n errors more whose messages are not kept (a recording's END
+ * frame says how many it did not keep). Any thread.
+ */
+void session_more_errors(struct sluice_session *s, size_t n);
+
+/**
  * Start the stages: the chunk pool, the ordering thread and the workers.
  * Main thread, once.
  * @return 0, or a negative errno (the session's error set).

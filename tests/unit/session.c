@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "sliced_stream.h"
+#include "tf_write.h"
 #include "sluice/consumer.h"
 #include "sluice/ctl.h"
 #include "test_producer.h"
@@ -1255,6 +1256,41 @@ Test(session, recording_keeps_every_error, .timeout = 60)
         }
     }
     cr_assert(magic == 1 && header == 1, "%zu errors read back, first: %s", n_read, read[0]);
+    sluice_session__free(s);
+    unlink(path);
+}
+
+/*
+ * A recording's END frame says how many errors it did not keep ("N more
+ * errors, not kept"): read back, they are counted, not one error more.
+ * (report said "1 more errors" where the recording had 268.)
+ */
+Test(session, recorded_count_of_errors_not_kept, .timeout = 30)
+{
+    char path[] = "/tmp/sluice-unit-more-XXXXXX", err[256], text[4096] = "";
+    int tmp = mkstemp(path);
+    struct sluice_callbacks none = {.sz = sizeof(none)};
+    struct sluice_consumer_opts opts = {.sz = sizeof(opts), .workers = 1};
+    struct tf_writer *w;
+    struct sluice_session *s;
+    const char *msgs[20];
+    size_t n, len = 0;
+
+    cr_assert_geq(tmp, 0);
+    close(tmp);
+    for (int k = 0; k < 16; k++) {
+        len += (size_t)snprintf(text + len, sizeof(text) - len, "%serror %d", k ? "\n" : "", k);
+    }
+    snprintf(text + len, sizeof(text) - len, "\n268 more errors, not kept");
+    w = tf_writer__open(path, err, sizeof(err));
+    cr_assert_not_null(w, "%s", err);
+    cr_assert_eq(tf_writer__close(w, -EPROTO, 0, text, err, sizeof(err)), 0, "%s", err);
+    s = sluice_session__open_file(path, &none, &opts);
+    cr_assert_not_null(s);
+    cr_assert_lt(sluice_session__run(s), 0);
+    n = sluice_session__errors(s, msgs, 20);
+    cr_assert_eq(n, 16 + 268, "%zu errors", n);
+    cr_assert_str_eq(msgs[15], "as recorded: error 15");
     sluice_session__free(s);
     unlink(path);
 }
