@@ -391,7 +391,8 @@ pid_t launch_spawn(const char *qemu, const char *jitter_arg, const char *prog, c
         child(qemu, jitter_arg, prog, args, consumer_fd, &old_int, &old_quit);
     }
     if (pid < 0) {
-        snprintf(err, errn, "fork: %s", strerror(errno));
+        snprintf(err, errn, "fork: %s%s", strerror(errno),
+                 errno == EAGAIN ? " (RLIMIT_NPROC: the user's processes and threads)" : "");
         sigaction(SIGINT, &old_int, NULL);
         sigaction(SIGQUIT, &old_quit, NULL);
         return pid;
