@@ -632,10 +632,6 @@ static void file_chunk(struct file_read *f, size_t i)
     session_queue_chunk(r, c);
 }
 
-/* How long an END frame's message may be: every error a session keeps, one per line. */
-#define END_TEXT_MAX                                                                               \
-    ((SESSION_MORE_ERRORS + 1) * (sizeof(((struct sluice_session *)0)->err) + 1) + 64)
-
 /*
  * The recorded session's errors (END frame @p i, header @p h), each an
  * error of ours: one per line, the first first (sluice/trace_file.h; a file
@@ -644,15 +640,16 @@ static void file_chunk(struct file_read *f, size_t i)
 static void recorded_errors(struct file_read *f, size_t i, const struct sluice_tf_frame *h)
 {
     int code = h->arg[0] >= (uint64_t)INT32_MIN ? (int)(int64_t)h->arg[0] : -EPROTO;
-    char *text = calloc(1, END_TEXT_MAX + 1), why[320], *line, *next, t;
-    size_t len, more;
+    char *text = calloc(1, SESSION_ERRORS_TEXT + 1), why[320], *line, *next, *end;
+    unsigned long long more;
+    size_t len;
 
     if (!text) {
         session_error(f->s, code, "as recorded: (its message: out of memory)");
         return;
     }
-    if (tf_reader__payload(&f->rd, i, text, END_TEXT_MAX, &len, why, sizeof(why)) < 0) {
-        snprintf(text, END_TEXT_MAX, "(its message: %s)", why);
+    if (tf_reader__payload(&f->rd, i, text, SESSION_ERRORS_TEXT, &len, why, sizeof(why)) < 0) {
+        snprintf(text, SESSION_ERRORS_TEXT, "(its message: %s)", why);
     }
     for (line = text; line; line = next) {
         next = strchr(line, '\n');
@@ -662,9 +659,9 @@ static void recorded_errors(struct file_read *f, size_t i, const struct sluice_t
         for (char *p = line; *p; p++) {
             *p = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p; /* one line */
         }
-        if (line != text && sscanf(line, "%zu more errors, not kep%c", &more, &t) == 2 &&
-            t == 't') {
-            session_more_errors(f->s, more); /* counted, as the recording counted them */
+        more = line != text && *line >= '1' && *line <= '9' ? strtoull(line, &end, 10) : 0;
+        if (more && strcmp(end, SESSION_NOT_KEPT) == 0) {
+            session_more_errors(f->s, (size_t)more); /* counted, as the recording counted them */
         } else if (*line || line == text) {
             session_error(f->s, code, "as recorded: %s", line);
         }

@@ -464,7 +464,7 @@ static char *errors_text(const struct sluice_session *s)
     const char *msgs[1 + SESSION_MORE_ERRORS];
     size_t n = sluice_session__errors(s, msgs, 1 + SESSION_MORE_ERRORS), len = 0;
     size_t kept = n < 1 + SESSION_MORE_ERRORS ? n : 1 + SESSION_MORE_ERRORS;
-    size_t cap = (1 + SESSION_MORE_ERRORS) * (sizeof(s->err) + 1) + 64;
+    size_t cap = SESSION_ERRORS_TEXT;
     char *text = malloc(cap);
 
     if (!text) {
@@ -475,7 +475,7 @@ static char *errors_text(const struct sluice_session *s)
         len += (size_t)snprintf(text + len, cap - len, "%s%s", i ? "\n" : "", msgs[i]);
     }
     if (n > kept) {
-        snprintf(text + len, cap - len, "\n%zu more errors, not kept", n - kept);
+        snprintf(text + len, cap - len, "\n%zu" SESSION_NOT_KEPT, n - kept);
     }
     return text;
 }

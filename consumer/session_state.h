@@ -97,6 +97,12 @@ static inline int session_file_cmp(const void *a, const void *b)
 /* Errors a session keeps after its first (sluice_session__errors()). */
 #define SESSION_MORE_ERRORS 15
 
+/* A recording's END frame message (sluice/trace_file.h): every error kept, one per line,
+ * then "N" SESSION_NOT_KEPT if more came; at most SESSION_ERRORS_TEXT bytes. */
+#define SESSION_NOT_KEPT " more errors, not kept"
+#define SESSION_ERRORS_TEXT                                                                        \
+    ((SESSION_MORE_ERRORS + 1) * (sizeof(((struct sluice_session *)0)->err) + 1) + 64)
+
 struct sluice_session {
     int fd;
     struct sluice_callbacks cb;
