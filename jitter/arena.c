@@ -131,12 +131,17 @@ int arena_alloc(uint64_t bytes, uint64_t *offset)
     return 0;
 }
 
-void arena_release(uint64_t offset, uint64_t bytes)
+void arena_punch(uint64_t offset, uint64_t bytes)
 {
     fds_lock();
     (void)fallocate(arena.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset,
                     (off_t)bytes);
     fds_unlock();
+}
+
+void arena_release(uint64_t offset, uint64_t bytes)
+{
+    arena_punch(offset, bytes);
     if (arena.n_free < ARENA_FREE_MAX) {
         arena.free[arena.n_free].offset = offset;
         arena.free[arena.n_free].bytes = bytes;

@@ -48,9 +48,15 @@ int arena_ro_fd(void);
 int arena_alloc(uint64_t bytes, uint64_t *offset);
 
 /**
- * Give the pages of [offset, offset + bytes) back (they read as zero
- * afterwards) and keep the range for an arena_alloc() of the same size.
- * Only once no consumer reads it any more.
+ * Give the pages of [offset, offset + bytes) back to the kernel: they read
+ * as zero afterwards, in every mapping (a consumer's too); the range stays
+ * allocated. Only once nobody needs what they hold.
+ */
+void arena_punch(uint64_t offset, uint64_t bytes);
+
+/**
+ * Give the pages of [offset, offset + bytes) back (arena_punch()) and keep the range for an
+ * arena_alloc() of the same size. Only once no consumer reads it any more.
  */
 void arena_release(uint64_t offset, uint64_t bytes);
 

@@ -16,6 +16,7 @@
 #include "image.h"
 #include "jitter.h"
 #include "lift.h"
+#include "lossy.h"
 #include "maplog.h"
 #include "once.h"
 #include "opts.h"
@@ -282,52 +283,137 @@ static void j_publish(struct sluice_thread_slot *slot)
 /* Rings' worth of ended threads' records lossy consumers may hold unread (bound_lossy_held). */
 #define LOSSY_HELD_RINGS 16
 
+/* Ended threads' rings a lossy consumer may hold unread once their rest was taken. */
+#define LOSSY_TAKEN_RINGS 128
+
+/* Slot @p i's bit, or every slot's if @p i is SLUICE_MAX_CONSUMERS. */
+static uint32_t slot_bits(unsigned i)
+{
+    return i < SLUICE_MAX_CONSUMERS ? 1u << i : ~0u;
+}
+
 /* Bytes of ended threads' rings held unread by lossy consumer @p i, or by
- * any lossy consumer if @p i is SLUICE_MAX_CONSUMERS. J.lock held. */
+ * any lossy consumer if @p i is SLUICE_MAX_CONSUMERS: a header each, and
+ * what was written unless its rest was taken from each of them. J.lock held. */
 static uint64_t lossy_held(unsigned i)
 {
     uint64_t held = 0;
 
     for (struct ring *r = J.ended; r; r = r->next) {
-        int holds = i < SLUICE_MAX_CONSUMERS ? ring_slot_lossy(r, i) && ring_slot_unread(r, i)
-                                             : ring_lossy_unread(r);
+        uint32_t holds = ring_lossy_unread(r) & slot_bits(i);
 
-        held += holds ? ring_held_bytes(r) : 0;
+        if (holds) {
+            held += holds & ~r->rest_taken ? ring_held_bytes(r) : SLUICE_RING_HDR_BYTES;
+        }
     }
     return held;
 }
 
+/* Ended threads' rings lossy consumer @p i holds unread: whose rest was
+ * taken if @p taken, else whose rest was not. J.lock held. */
+static unsigned lossy_rings(unsigned i, int taken)
+{
+    unsigned n = 0;
+
+    for (struct ring *r = J.ended; r; r = r->next) {
+        n += (ring_lossy_unread(r) & (taken ? r->rest_taken : ~r->rest_taken)) >> i & 1;
+    }
+    return n;
+}
+
 /*
- * A lossy consumer that stops reading (SIGSTOP) would hold the pages of
- * every thread that ends meanwhile: the guest's memory would grow without
- * bound while lossy promises never to slow it. Past LOSSY_HELD_RINGS rings'
- * worth in all, the lossy consumer that holds the most is dropped, until
- * what is left is within the bound: one that keeps up holds a ring or two
- * and goes on. J.lock held.
+ * Take from lossy consumer @p i the rest of every ended thread's ring it
+ * holds unread, counted lost (lossy_take_rest): it reads their ends at
+ * once and says done. A ring no consumer will read again then gives its
+ * data pages back at once. J.lock held.
+ */
+static void take_rests(unsigned i)
+{
+    for (struct ring *r = J.ended; r; r = r->next) {
+        if ((ring_lossy_unread(r) & ~r->rest_taken) >> i & 1) {
+            lossy_take_rest(r, i);
+            r->rest_taken |= 1u << i;
+        }
+        if (!(ring_unread(r) & ~r->rest_taken)) {
+            ring_punch_data(r);
+        }
+    }
+}
+
+/* The lossy consumer holding the most of ended threads' rings (lossy_held),
+ * and that much in @p most (0: none holds any). J.lock held. */
+static unsigned most_held(uint64_t *most)
+{
+    unsigned worst = 0;
+    uint64_t held;
+
+    *most = 0;
+    for (unsigned i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
+        if ((held = lossy_held(i)) > *most) {
+            *most = held;
+            worst = i;
+        }
+    }
+    return worst;
+}
+
+/* Drop lossy consumer @p i for holding too much; whether it was. J.lock held. */
+static int drop_holder(unsigned i, const char *why)
+{
+    if (!ctl_drop(i, why)) {
+        return 0;
+    }
+    reap_locked();
+    return 1;
+}
+
+/*
+ * A lossy consumer slower than the guest, or one that stopped reading
+ * (SIGSTOP), would hold the pages of every thread that ends meanwhile: the
+ * guest's memory would grow without bound while lossy promises never to
+ * slow it. Past LOSSY_HELD_RINGS rings' worth in all, the lossy consumer
+ * that holds the most has the rest of those rings taken, counted lost (a
+ * slow one then reads their ends at once and goes on; their pages go
+ * back); one that holds more than LOSSY_TAKEN_RINGS such rings does not
+ * read (stopped) and is dropped, as is one holding the most when all that
+ * is left past the bound was taken already. J.lock held.
  */
 static void bound_lossy_held(void)
 {
     const uint64_t bound = LOSSY_HELD_RINGS * (SLUICE_RING_HDR_BYTES + J.ring_bytes);
     char why[96];
 
-    for (unsigned n = 0; n < SLUICE_MAX_CONSUMERS && lossy_held(SLUICE_MAX_CONSUMERS) > bound;
-         n++) {
-        uint64_t most = 0, held;
-        unsigned worst = 0;
+    for (unsigned n = 0; n < 4 * SLUICE_MAX_CONSUMERS; n++) {
+        uint64_t most;
+        unsigned i = most_held(&most), taken;
 
-        for (unsigned i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
-            if ((held = lossy_held(i)) > most) {
-                most = held;
-                worst = i;
+        if (most && lossy_held(SLUICE_MAX_CONSUMERS) > bound) {
+            if (lossy_rings(i, 0)) {
+                take_rests(i);
+                continue;
+            }
+            snprintf(why, sizeof(why),
+                     "lossy, it held %llu KiB of ended threads' rings unread (bound: %d rings)",
+                     (unsigned long long)(most >> 10), LOSSY_HELD_RINGS);
+            if (!drop_holder(i, why)) {
+                return;
+            }
+            continue;
+        }
+        for (i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
+            if ((taken = lossy_rings(i, 1)) > LOSSY_TAKEN_RINGS) {
+                break;
             }
         }
-        snprintf(why, sizeof(why),
-                 "lossy, it held %llu KiB of ended threads' rings unread (bound: %d rings)",
-                 (unsigned long long)(most >> 10), LOSSY_HELD_RINGS);
-        if (!most || !ctl_drop(worst, why)) {
+        if (i == SLUICE_MAX_CONSUMERS) {
             return;
         }
-        reap_locked();
+        snprintf(why, sizeof(why),
+                 "lossy, it held %u ended threads' rings unread (bound: %d rings)", taken,
+                 LOSSY_TAKEN_RINGS);
+        if (!drop_holder(i, why)) {
+            return;
+        }
     }
 }
 

@@ -13,8 +13,13 @@
  * with a compare-and-swap; whoever moves the tail first has the bytes, so
  * each event is either delivered or counted lost, once.
  *
+ * Once a ring's thread has ended, a lossy consumer too slow to read it
+ * before the bound on held rings (jitter.c) has the rest taken the same
+ * way (lossy_take_rest), so its pages can go back without dropping it.
+ *
  * Thread: the ring's vCPU, from ring.c on the slow path (once per chunk,
- * and only for slots that are active and lossy). Never blocks, never
+ * and only for slots that are active and lossy), or for an ended ring the
+ * thread holding J.lock. Never blocks, never
  * waits for a consumer, never trusts a tail: one that is behind the chunk
  * counts from the chunk's start (the bytes before it were taken earlier),
  * one that is past it has taken it all.
@@ -24,17 +29,18 @@
 #include "blocks.h"
 
 /*
- * Events of the records that start in [@p from, @p end) of the chunk
- * ending at @p end, as a consumer counts them (consumer/decode.c): an
+ * Events of the records that start in [@p from, @p end), walking from @p pos,
+ * the start of their chunk, as a consumer counts them (consumer/decode.c): an
  * EXEC, MEM, SYSCALL or SYSRET record is one; a BLOCK record, the
  * instructions it marks recorded from `from` (or the one after, for a part
  * that continues an instruction) to `to`; a BLOCK_SLOTS record, those and
  * one per slot. The chunk is ours and whole: we wrote it, and do not write
- * it again until this returns. A record we cannot read ends the walk.
+ * it again until this returns (or its thread has ended). A record we cannot
+ * read ends the walk.
  */
-static uint64_t events_in(const struct ring *r, uint64_t from, uint64_t end)
+static uint64_t events_walk(const struct ring *r, uint64_t pos, uint64_t from, uint64_t end)
 {
-    uint64_t pos = end - SLUICE_CHUNK_BYTES, events = 0;
+    uint64_t events = 0;
 
     while (pos < end) {
         const uint64_t *w = (const uint64_t *)(r->data + (pos & (r->size - 1)));
@@ -69,16 +75,32 @@ static uint64_t events_in(const struct ring *r, uint64_t from, uint64_t end)
     return events;
 }
 
-/* Take from lossy slot @p i what it has not taken of the chunk ending at @p end. */
-static void take_from(struct ring *r, unsigned i, uint64_t end)
+/*
+ * Events of the records in [@p from, @p to) of an ended ring, chunk by
+ * chunk (each walked from its start: records start there). The chunk that
+ * holds @p from is whole: had the producer written a lap past it, it would
+ * have taken it from the consumer first (lossy_take), moving its tail past.
+ */
+static uint64_t events_between(const struct ring *r, uint64_t from, uint64_t to)
+{
+    uint64_t events = 0;
+
+    for (uint64_t c = from & ~(uint64_t)(SLUICE_CHUNK_BYTES - 1); c < to; c += SLUICE_CHUNK_BYTES) {
+        events +=
+            events_walk(r, c, from, c + SLUICE_CHUNK_BYTES < to ? c + SLUICE_CHUNK_BYTES : to);
+    }
+    return events;
+}
+
+/* Take from lossy slot @p i what it has not taken of [@p start, @p end). */
+static void take_from(struct ring *r, unsigned i, uint64_t start, uint64_t end)
 {
     struct sluice_ring_slot *c = &r->hdr->slot[i];
     struct sluice_ring_tail *t = r->tail[i];
-    uint64_t start = end - SLUICE_CHUNK_BYTES;
     uint64_t tail = __atomic_load_n(&t->tail, __ATOMIC_SEQ_CST);
 
     while (tail < end) {
-        uint64_t lost = events_in(r, tail > start ? tail : start, end);
+        uint64_t lost = events_between(r, tail > start ? tail : start, end);
         uint32_t seq = __atomic_load_n(&c->lost_seq, __ATOMIC_RELAXED);
         int taken;
 
@@ -108,10 +130,19 @@ void lossy_take(struct ring *r, uint64_t chunk)
     end = chunk - r->size + SLUICE_CHUNK_BYTES;
     for (i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
         if (ring_slot_lossy(r, i)) {
-            take_from(r, i, end);
+            take_from(r, i, end - SLUICE_CHUNK_BYTES, end);
         }
     }
     /* The chunk's bytes are written after every take above (translated
      * code's plain stores follow this call). */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+void lossy_take_rest(struct ring *r, unsigned i)
+{
+    uint64_t head = __atomic_load_n(&r->hdr->head, __ATOMIC_ACQUIRE);
+
+    if (ring_slot_lossy(r, i)) {
+        take_from(r, i, head > r->size ? head - r->size : 0, head);
+    }
 }

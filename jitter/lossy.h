@@ -19,4 +19,13 @@
  */
 void lossy_take(struct ring *r, uint64_t chunk);
 
+/**
+ * Ring @p r's thread has ended and lossy consumer slot @p i reads it too
+ * slowly: take all it has not taken, up to the ring's final head, counting
+ * its events lost, so the consumer reaches the ring's end at once and says
+ * done. Its data pages may then go (ring_punch_data()). J.lock held
+ * (jitter.c); never blocks.
+ */
+void lossy_take_rest(struct ring *r, unsigned i);
+
 #endif /* SLUICE_JITTER_LOSSY_H */

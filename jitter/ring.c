@@ -175,28 +175,43 @@ void ring_slot_close(struct ring *r, unsigned i)
     ring_wake_producer(r, i);
 }
 
-/* Whether a consumer of one of @p slots (open ones) has not said done with @p r. */
-static int unread_by(const struct ring *r, uint32_t slots)
+/* Which of @p slots (open ones) have not said done with @p r. */
+static uint32_t unread_of(const struct ring *r, uint32_t slots)
 {
-    for (; slots; slots &= slots - 1) {
-        const struct sluice_ring_tail *t = r->tail[__builtin_ctz(slots)];
+    uint32_t unread = 0;
+
+    for (uint32_t s = slots; s; s &= s - 1) {
+        const struct sluice_ring_tail *t = r->tail[__builtin_ctz(s)];
 
         if (!__atomic_load_n(&t->done, __ATOMIC_ACQUIRE)) {
-            return 1;
+            unread |= s & -s;
         }
     }
-    return 0;
+    return unread;
 }
 
 int ring_slot_unread(const struct ring *r, unsigned i)
 {
-    return unread_by(r, __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE) & 1u << i);
+    return unread_of(r, __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE) & 1u << i);
 }
 
-int ring_lossy_unread(const struct ring *r)
+uint32_t ring_lossy_unread(const struct ring *r)
 {
-    return unread_by(r, __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE) &
+    return unread_of(r, __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE) &
                             ~__atomic_load_n(&r->lossless_slots, __ATOMIC_RELAXED));
+}
+
+uint32_t ring_unread(const struct ring *r)
+{
+    return unread_of(r, __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE));
+}
+
+void ring_punch_data(struct ring *r)
+{
+    if (!r->punched) {
+        arena_punch(r->offset + SLUICE_RING_HDR_BYTES, r->size);
+        r->punched = 1;
+    }
 }
 
 uint64_t ring_held_bytes(const struct ring *r)
@@ -222,7 +237,7 @@ void ring_retire(struct ring *r)
 
 int ring_done(const struct ring *r)
 {
-    return !unread_by(r, __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE));
+    return !unread_of(r, __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE));
 }
 
 void ring_destroy(struct ring *r, int give_back)

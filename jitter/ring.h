@@ -37,6 +37,10 @@ struct ring {
     /* Slot i's words for this ring, a line of its consumer's tail file
      * (record.h); set before the slot's bit opens. */
     struct sluice_ring_tail *tail[SLUICE_MAX_CONSUMERS];
+    /* Ended: the lossy slots whose unread rest the jitter took (lossy_take_rest,
+     * bit i: slot i), and whether the data pages went back (ring_punch_data). */
+    uint32_t rest_taken;
+    int punched;
 };
 
 /**
@@ -146,10 +150,24 @@ void ring_slot_close(struct ring *r, unsigned i);
 int ring_slot_unread(const struct ring *r, unsigned i);
 
 /**
- * Whether some lossy consumer holds @p r unread (ring_slot_unread() of a
- * lossy slot). Any thread.
+ * The lossy slots that hold @p r unread (ring_slot_unread()), bit i for
+ * slot i; 0 if none. Any thread.
  */
-int ring_lossy_unread(const struct ring *r);
+uint32_t ring_lossy_unread(const struct ring *r);
+
+/** The slots, lossy or not, that hold @p r unread (bit i: slot i). Any thread. */
+uint32_t ring_unread(const struct ring *r);
+
+/**
+ * @p r's thread has ended and no consumer will read its data area again
+ * (each one that holds it unread had the rest taken: lossy_take_rest()):
+ * give its pages back to the kernel (arena_punch()); the header stays, for
+ * the consumers to read the ring's end and the count of what they lost.
+ * A consumer's copy in flight reads zeros and then fails its claim (the
+ * take moved its tail first), so nothing read from them is delivered.
+ * Ring-list lock held (jitter.c). Once per ring; later calls do nothing.
+ */
+void ring_punch_data(struct ring *r);
 
 /** Bytes of the arena @p r holds with records: its header and what was written, at most a lap. */
 uint64_t ring_held_bytes(const struct ring *r);

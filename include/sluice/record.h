@@ -604,7 +604,11 @@ struct sluice_ring_tail {
      * lossy consumer has not taken, moves it past that chunk with a
      * compare-and-swap and adds what it held to the slot's lost_events. So
      * each byte is either taken or counted lost, never both: whoever moves
-     * the tail first has it.
+     * the tail first has it. Once the ring's thread has ended, the jitter
+     * may take all the rest the same way (a lossy consumer that holds too
+     * many ended rings unread) and then give the data pages back: they read
+     * as zero, so a copy is the consumer's only once its compare-and-swap
+     * succeeded.
      */
     uint64_t tail;
     /** Futex word the producer waits on when full; the consumer bumps it and wakes it. */
