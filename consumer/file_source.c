@@ -731,7 +731,7 @@ static void file_frames(struct file_read *f)
     }
 }
 
-/* The rings left open (a file cut short), ended; and why they were. */
+/* The rings left open (a file cut short, or an end cut out), ended; and why they were. */
 static void file_finish(struct file_read *f)
 {
     size_t i;
@@ -754,6 +754,13 @@ static void file_finish(struct file_read *f)
     }
     for (i = 0; i < f->n_rings; i++) {
         if (f->rings[i] && !f->rings[i]->file_done) {
+            if (!f->rd.cut[0] && f->ended && !__atomic_load_n(&f->s->detaching, __ATOMIC_ACQUIRE)) {
+                /* A whole recording ends every ring it started: this end was cut out. */
+                session_error(f->s, -EPROTO,
+                              "%s: tid %u: no end frame (RING_END) in the file: its trace may "
+                              "stop early (what came was read)",
+                              f->rd.path, f->rings[i]->info.tid);
+            }
             file_ring_end(f->rings[i], FILE_STOPPED);
         }
     }

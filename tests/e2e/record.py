@@ -27,6 +27,7 @@ exit non-zero, and still deliver every chunk before the damage, in order:
   ringend, end, file   one bit of a frame that is a header alone (a lost count,
             the result, the version): its crc names it, exit non-zero
   droplast  a ring's last chunk frame cut out whole: named (its RING_END counts them)
+  dropend   a ring's RING_END frame cut out whole: named (the thread's end is missing)
   appended  a second trace after the first: the first whole, the rest named
   index     the trailer damaged: the frames are found by reading them from the
             start, and the dump is whole (exit 0)
@@ -328,6 +329,16 @@ def check_damage(args, tmp, name, trace, whole, problems):
         if rc == 0 or "ended after" not in err:
             problems.append("%s droplast: exit %d, %r: want a non-zero exit saying the thread's "
                             "last chunk is missing" % (name, rc, err))
+    # dropend: a ring's RING_END frame cut out whole (every crc still right): the thread's
+    # trace is whole but its end is not in the file, which must be named (it passed).
+    end = next((f for f in fr if f[1] == 5), None)
+    if end:
+        rc, err, _ = damaged(args, tmp, name, trace, whole, "dropend",
+                             lambda d: d.__delitem__(slice(end[0], end[0] + FRAME.size
+                                                           + end[4])), problems)
+        if rc == 0 or "no end" not in err:
+            problems.append("%s dropend: exit %d, %r: want a non-zero exit saying a thread's "
+                            "end is not in the file" % (name, rc, err))
     # appended: a second copy of the trace after the first: the first is read whole, the
     # rest is named, not skipped in silence.
     rc, err, got = damaged(args, tmp, name, trace, whole, "appended",
