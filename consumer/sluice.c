@@ -839,6 +839,46 @@ static int status_line_ok(const struct tool_env *env)
 }
 
 /*
+ * The guest ended and a termination request detached the session
+ * (launch_left_others()): say which processes it forked were left running,
+ * untraced, if any is (a traced process other than the guest's own,
+ * @p guest, still alive now). Nothing if none is: the request only ended
+ * the guest.
+ */
+static void say_left_running(const struct sluice_session *s, pid_t guest)
+{
+    struct sluice_counts total;
+    size_t n = sluice_session__counts(s, &total, NULL, NULL, 0), shown = 0, alive = 0;
+    struct sluice_thread_info *infos = calloc(n ? n : 1, sizeof(*infos));
+    char pids[128] = "";
+
+    n = infos ? sluice_session__counts(s, &total, NULL, infos, n) : 0;
+    for (size_t i = 0; i < n; i++) {
+        pid_t pid = (pid_t)infos[i].pid;
+        int seen = pid == guest;
+
+        for (size_t j = 0; j < i && !seen; j++) {
+            seen = (pid_t)infos[j].pid == pid;
+        }
+        if (seen || (kill(pid, 0) < 0 && errno != EPERM)) {
+            continue;
+        }
+        if (strlen(pids) + 16 < sizeof(pids)) {
+            snprintf(pids + strlen(pids), sizeof(pids) - strlen(pids), "%s%d", shown++ ? ", " : "",
+                     (int)pid);
+        }
+        alive++;
+    }
+    free(infos);
+    if (alive) {
+        fprintf(stderr,
+                "sluice: the guest (pid %d) ended and a termination request came: the processes "
+                "it forked that outlived it (pid %s%s) were left running, untraced from then on\n",
+                (int)guest, pids, alive > shown ? ", ..." : "");
+    }
+}
+
+/*
  * Run session @p s to its end, with the status line if @p status_line;
  * *@p t0 is when it began. Returns whether it failed.
  */
@@ -895,11 +935,7 @@ static int cmd_run(int argc, char **argv)
     }
     status = launch_wait(pid, &env.qemu_usage);
     if (launch_left_others()) {
-        fprintf(stderr,
-                "sluice: the guest (pid %d) ended and a termination request came: "
-                "the processes it forked that outlived it were left running, untraced from "
-                "then on\n",
-                (int)pid);
+        say_left_running(s, pid);
     }
     env.qemu_known = 1;
     if (!started && (failed || !exited_0(status))) {

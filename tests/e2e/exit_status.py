@@ -8,7 +8,8 @@ the descriptor open() returns; `sluice run` must end with the same status
 (the same signal, re-raised) and the same stdout as the guest run directly
 under qemu-<arch>. SIGTERM and SIGINT sent to sluice must reach the guest,
 and the report of what ran must still be written (also when a child the guest
-forked outlives it: sluice then leaves it running untraced); a SIGTERM during
+forked outlives it: sluice then leaves it running untraced and names it, and
+says nothing of the kind of a guest that forked nothing); a SIGTERM during
 --wait-attach kills sluice as it kills QEMU. A QEMU killed by SIGKILL
 leaves no control socket file behind (sluice removes it). Then sluice's own usage
 errors: a program that is not an ELF file of a supported machine (a 32-bit
@@ -129,12 +130,38 @@ def outlived(args, tmp, main_loops, sig):
     except (OSError, ValueError, KeyError) as e:
         threads = 0
         problems.append("no report (%s)" % e)
-    if not problems and (threads != 2 or b"outlived it" not in err):
+    if not problems and (threads != 2 or b"outlived it (pid %d)" % child not in err):
         problems.append("report of %d threads (want 2), stderr %r" % (threads, err[-300:]))
     print("%s: %s" % (what, "; ".join(problems) + " FAILED" if problems else
                       "sluice %s, report of both processes, the child left running" % describe(
                           p.returncode)))
     return not problems
+
+
+def term_no_fork(args, tmp):
+    """SIGTERM to `sluice run` of a guest that forks nothing, passed on: the guest dies of it
+    and sluice with it; it must not say that processes the guest forked were left running
+    (it did, whenever a passed-on signal ended the guest)."""
+    cmd = common.cmd_sluice(args.sluice, "stats", os.path.join(tmp, "nofork.txt"), "/bin/sh",
+                            ["-c", "while :; do :; done"])
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         env=common.guest_env(sluice=True),
+                         preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+                         start_new_session=True)
+    time.sleep(2)
+    p.send_signal(signal.SIGTERM)
+    try:
+        _, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        print("SIGTERM to a guest that forks nothing: sluice still running 60 s after FAILED")
+        return False
+    good = p.returncode == -signal.SIGTERM and b"outlived" not in err
+    print("SIGTERM to a guest that forks nothing: sluice %s, stderr %r%s" % (
+        describe(p.returncode), err.strip().splitlines()[-2:],
+        "" if good else " FAILED (want signal SIGTERM and no word of processes left running)"))
+    return good
 
 
 def signal_while_waiting(args, tmp):
@@ -267,6 +294,7 @@ def main():
         ok = outlived(args, tmp, False, signal.SIGTERM) and ok
         ok = outlived(args, tmp, False, signal.SIGINT) and ok
         ok = outlived(args, tmp, True, signal.SIGTERM) and ok
+        ok = term_no_fork(args, tmp) and ok
         ok = signal_while_waiting(args, tmp) and ok
         ok = no_socket_left(args, tmp) and ok
     if not ok:
