@@ -20,7 +20,7 @@
  *   <tid> READ<size> 0x<pc> addr=0x<addr> val=0x<val>
  *   <tid> WRITE<size> 0x<pc> addr=0x<addr> val=0x<val>     (size 16: val=0x<hi>:0x<lo>)
  *   <tid> LOST <count>
- *   <tid> SYSCALL <nr> 0x<arg1> ... 0x<arg6>   (run --syscalls; the guest's number)
+ *   <tid> SYSCALL <nr> 0x<arg1> ... 0x<arg6>   (run --syscalls; the guest's number, signed)
  *   <tid> SYSRET <nr> <return value, signed decimal>
  *   <tid> PRINTK <text>        (a filter's message; non-printable bytes as '.',
  *                               cut at 96 bytes with "...")
@@ -342,7 +342,8 @@ static int on_syscall(void *user, const struct sluice_thread_info *t,
         return 0;
     }
     p = put_str(p, sc->returned ? " SYSRET " : " SYSCALL ");
-    p = name ? put_str(p, name) : put_dec(raw() ? p : put_str(p, "syscall_"), sc->nr);
+    /* Signed: QEMU's do_syscall takes an int, and a guest may pass -1 (the plugin API's -1). */
+    p = name ? put_str(p, name) : put_sdec(raw() ? p : put_str(p, "syscall_"), (int32_t)sc->nr);
     if (sc->returned) {
         /* For people, what is likely an address (mmap, brk) in hex, like the pcs */
         p = put_str(p, raw() ? " " : " = ");

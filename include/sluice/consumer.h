@@ -114,7 +114,8 @@ struct sluice_module {
  * 4000).
  */
 struct sluice_syscall {
-    uint32_t nr;       /**< syscall number */
+    uint32_t nr;       /**< syscall number: QEMU's do_syscall's int, so (int32_t)nr is what the
+                            guest passed when it passed a negative one (syscall(-1): 0xffffffff) */
     uint32_t returned; /**< 0: entered (args valid), 1: returned (ret valid) */
     uint64_t args[6];  /**< argument registers, zero-extended from the guest's width */
     int64_t ret;       /**< return value, sign-extended: a negative errno on failure */

@@ -34,7 +34,8 @@ import common
 # (guest, arguments): every exit path of a process is covered — normal
 # exit, exit(3), a fatal SIGSEGV and abort() — plus fork, exec and threads.
 GUESTS = [("loops", []), ("memops", []), ("segv", []), ("threads", []), ("forkexec", []),
-          ("exitcode", ["3"]), ("exitcode", ["segv"]), ("exitcode", ["abort"]), ("smc", [])]
+          ("exitcode", ["3"]), ("exitcode", ["segv"]), ("exitcode", ["abort"]),
+          ("exitcode", ["nosys"]), ("smc", [])]
 
 
 def compare(where, ref, act):
