@@ -12,11 +12,13 @@
  *   BB Table: M bbs
  *   <M packed little-endian entries: u32 start (from the module's base), u16 size, u16 module id>
  *
- * A module is a file that held code that ran (its base: the lowest address
- * the file was mapped at; its end: past the highest mapping code ran in);
- * each distinct block (module, start, size) is listed once, in the order
- * first seen. Blocks in anonymous memory (JIT code) have no module: they
- * are counted and left out, and the report says so on stderr.
+ * A module is one load of a file that held code that ran (its base: the
+ * lowest address that load mapped, the module map's base; its end: past
+ * the highest mapping code ran in): a file loaded twice at two addresses
+ * is two modules of one path, as DynamoRIO lists them, so that base +
+ * start is where each block ran. Each distinct block (module, start, size)
+ * is listed once, in the order first seen. Blocks in anonymous memory (JIT code) have no module:
+ * they are counted and left out, and the report says so on stderr.
  *
  * Threads: `block` on workers resolves the block's module (sluice_map__at);
  * `trace` on the ordering thread keeps the tables; report on the main
@@ -51,8 +53,8 @@ struct module {
     char *path;
     uint64_t base, end;
     int said_changed; /* a block of it said to be from another file than the one at path now */
-    uint64_t ident;   /* the mapped file its first block came from (cov_item.ident) */
-    int said_several; /* blocks of two different files came under its one path */
+    uint64_t ident;   /* the mapped file the path's first block came from (cov_item.ident) */
+    int said_several; /* blocks of two different files came under its one path (said) */
 };
 
 /* Open addressing over (module, offset, size); 0 is an empty slot. */
@@ -92,11 +94,11 @@ static int on_block(void *user, const struct sluice_thread_info *t, const struct
     return 1;
 }
 
-/* The id of the module of @p path (added, with its base), or -1 without memory. */
+/* The id of the module of @p it's load (its path at its base: added), or -1 without memory. */
 static long module_find(const struct cov_item *it)
 {
     for (size_t i = 0; i < C.n_mods; i++) {
-        if (strcmp(C.mods[i].path, it->path) == 0) {
+        if (C.mods[i].base == it->base && strcmp(C.mods[i].path, it->path) == 0) {
             C.mods[i].end = it->end > C.mods[i].end ? it->end : C.mods[i].end;
             return (long)i;
         }
@@ -112,24 +114,45 @@ static long module_find(const struct cov_item *it)
         C.cap_mods = cap;
     }
     C.mods[C.n_mods] = (struct module){strdup(it->path), it->base, it->end, 0, it->ident, 0};
+    for (size_t i = 0; i < C.n_mods; i++) {
+        if (strcmp(C.mods[i].path, it->path) == 0) {
+            /* Another load of the path: what was said of the path holds for this one. */
+            C.mods[C.n_mods].ident = C.mods[i].ident;
+            C.mods[C.n_mods].said_changed = C.mods[i].said_changed;
+            C.mods[C.n_mods].said_several = C.mods[i].said_several;
+            break;
+        }
+    }
     return C.mods[C.n_mods].path ? (long)C.n_mods++ : -1;
 }
 
-/* module_find(), saying once per module when a block of it is not of the file at its path. */
+/* Note that a line was said (@p several: of two files; else of a changed file) for every
+ * load of @p path. */
+static void said_of_path(const char *path, int several)
+{
+    for (size_t i = 0; i < C.n_mods; i++) {
+        if (strcmp(C.mods[i].path, path) == 0) {
+            *(several ? &C.mods[i].said_several : &C.mods[i].said_changed) = 1;
+        }
+    }
+}
+
+/* module_find(), saying once per path when a block of it is not of the file at its path, or
+ * not of the file its first block came from. */
 static long module_of(const struct cov_item *it)
 {
     long id = module_find(it);
 
     if (id >= 0 && it->ident && C.mods[id].ident && it->ident != C.mods[id].ident &&
         !C.mods[id].said_several) {
-        C.mods[id].said_several = 1;
+        said_of_path(it->path, 1);
         fprintf(stderr,
                 "sluice: cov: %s held two different files during the run (a library replaced "
                 "between two loads): both files' blocks are listed under that one path\n",
                 it->path);
     }
     if (id >= 0 && it->changed && !C.mods[id].said_changed) {
-        C.mods[id].said_changed = 1;
+        said_of_path(it->path, 0);
         /* drcov names modules by path: Lighthouse would read these blocks against that file. */
         fprintf(stderr,
                 "sluice: cov: %s is not the file the trace ran (some or all of its blocks: "

@@ -19,6 +19,11 @@ sharing no code with sluice. Checks:
             file (offset from the base = address for a PIE or a library), lies in
             an executable PT_LOAD, and the blocks of a full trace cover the same
             bytes
+  moved     a library loaded, unloaded and loaded again elsewhere (the `replaced`
+            guest, `moved`): one module per load, each at the base the guest's
+            dladdr gave, each with a block at replaced_sum (nm) from its base
+            (the table gave the first load's base alone, so base + start missed
+            where the second load's blocks ran)
 
   cov.py --sluice build/consumer/sluice --plugin build/tests/e2e/libreftrace.so
          --guests build/tests/e2e --filters build/filters [--arch A]...
@@ -28,6 +33,7 @@ import argparse
 import os
 import re
 import struct
+import subprocess
 import tempfile
 
 import common
@@ -145,6 +151,32 @@ def check_dynamic(args, tmp, problems):
     print("sha256sum: %d blocks in %d modules (%s)" % (len(bbs), len(mods), ", ".join(names)))
 
 
+def check_moved(args, tmp, problems):
+    lib = os.path.join(tmp, "libmoved.so")
+    first = common.need_file(os.path.join(args.guests, "replaced-first.so"), "replaced-first.so")
+    out = os.path.join(tmp, "moved.drcov")
+    rc, stdout, err = common.run(common.cmd_sluice(
+        args.sluice, "cov", out, os.path.join(args.guests, "replaced-x86_64"),
+        [first, os.path.join(args.guests, "replaced-second.so"), lib, "moved"]))
+    loads = sorted(int(b, 16) for b in re.findall(rb"loaded at (0x[0-9a-f]+)", stdout))
+    if rc != 0 or len(loads) != 2 or loads[0] == loads[1]:
+        problems.append("moved: exit %d, stdout %r, stderr %r: want two loads at two addresses"
+                        % (rc, stdout, err[-300:]))
+        return
+    nm = subprocess.run(["nm", "--defined-only", first], capture_output=True, text=True).stdout
+    sym = int(re.search(r"^([0-9a-f]+) T replaced_sum$", nm, re.M).group(1), 16)
+    mods, bbs = read_drcov(out)
+    ids = {mid: base for mid, (base, _, path) in mods.items() if path == lib}
+    at_sum = sorted(ids[m] for m, start, _ in bbs if m in ids and start == sym)
+    if sorted(ids.values()) != loads or at_sum != loads:
+        problems.append("moved: the guest loaded %s at %s; the module table lists it at %s, "
+                        "with a block at replaced_sum (0x%x from the base) in %s" % (
+                            lib, [hex(b) for b in loads], [hex(b) for b in sorted(ids.values())],
+                            sym, [hex(b) for b in at_sum]))
+    print("moved: loads at %s, modules at %s" % ([hex(b) for b in loads],
+                                                 [hex(b) for b in sorted(ids.values())]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sluice", required=True)
@@ -162,6 +194,7 @@ def main():
             check_static(args, tmp, arch, problems)
         if not args.arch or "x86_64" in args.arch:
             check_dynamic(args, tmp, problems)
+            check_moved(args, tmp, problems)
     for p in problems:
         print("FAILED: " + p)
     if problems:

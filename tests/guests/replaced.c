@@ -19,13 +19,21 @@
  * temporary plugin's pattern) and SECOND is not used: a recording may not
  * find the file to read; what is put at PATH after the run is not FIRST.
  *
- * Usage: replaced FIRST SECOND PATH [twice|unlinked]. Prints "sum N" per
- * call; exit 0, else 1 with the reason.
+ * With `moved`, FIRST is loaded from PATH twice at two addresses: once,
+ * its replaced_sum() runs, it is unloaded, the pages where it was are
+ * taken (an anonymous mapping), and it is loaded and run again, elsewhere.
+ * Each load prints "loaded at 0x<base>" (dladdr's, where file offset 0
+ * is): a tool that lists modules must list each at its own base.
+ *
+ * Usage: replaced FIRST SECOND PATH [twice|unlinked|moved]. Prints "sum N"
+ * per call; exit 0, else 1 with the reason.
  */
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* Copy file @p from to @p to (created or truncated). */
@@ -50,6 +58,43 @@ static int copy(const char *from, const char *to)
     return in < 0 || out < 0 || n < 0 ? -1 : 0;
 }
 
+/* Load @p path and run its replaced_sum(); unload it if @p unload. Prints where it was. */
+static void *load_and_run(const char *path, int unload)
+{
+    void *h = dlopen(path, RTLD_NOW), *base = NULL;
+    int (*sum)(int) = h ? (int (*)(int))dlsym(h, "replaced_sum") : NULL;
+    Dl_info info;
+
+    if (!sum || !dladdr((void *)sum, &info)) {
+        fprintf(stderr, "replaced: loading %s: %s\n", path, dlerror());
+        return NULL;
+    }
+    base = info.dli_fbase;
+    printf("loaded at %p\nsum %d\n", base, sum(100));
+    if (unload && dlclose(h) != 0) {
+        fprintf(stderr, "replaced: dlclose: %s\n", dlerror());
+        return NULL;
+    }
+    return base;
+}
+
+/* `moved`: FIRST loaded from @p path twice, the second time where the first was not. */
+static int moved(const char *first, const char *path)
+{
+    void *base;
+
+    if (copy(first, path) != 0 || !(base = load_and_run(path, 1))) {
+        return 1;
+    }
+    /* Hold the page where it started: it cannot go there again (what follows may be taken). */
+    if (mmap(base, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) !=
+        base) {
+        perror("replaced: holding the first load's place");
+        return 1;
+    }
+    return load_and_run(path, 0) ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     char tmp[4096];
@@ -59,9 +104,13 @@ int main(int argc, char **argv)
     int twice = argc == 5 && strcmp(argv[4], "twice") == 0;
     int unlinked = argc == 5 && strcmp(argv[4], "unlinked") == 0;
 
+    if (argc == 5 && strcmp(argv[4], "moved") == 0) {
+        return moved(argv[1], argv[3]);
+    }
+
     if ((argc != 4 && !twice && !unlinked) ||
         snprintf(tmp, sizeof(tmp), "%s.new", argv[3]) >= (int)sizeof(tmp)) {
-        fprintf(stderr, "usage: replaced FIRST SECOND PATH [twice|unlinked]\n");
+        fprintf(stderr, "usage: replaced FIRST SECOND PATH [twice|unlinked|moved]\n");
         return 1;
     }
     if (copy(argv[1], argv[3]) != 0 || !(h = dlopen(argv[3], RTLD_NOW)) ||
