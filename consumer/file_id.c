@@ -46,10 +46,10 @@ static void build_id(Elf *elf, struct sluice_tf_file *out)
     }
 }
 
-/* st_mtim in ns since the epoch, as struct sluice_tf_file and the module log keep it. */
-static int64_t mtime_ns(const struct stat *st)
+/* @p t in ns since the epoch, as struct sluice_tf_file and the module log keep times. */
+static int64_t ns(struct timespec t)
 {
-    return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
 int file_id__get(const char *path, struct sluice_tf_file *out)
@@ -68,7 +68,7 @@ int file_id__get(const char *path, struct sluice_tf_file *out)
         return err;
     }
     out->size = (uint64_t)st.st_size;
-    out->mtime_ns = mtime_ns(&st);
+    out->mtime_ns = ns(st.st_mtim);
     if (elf_version(EV_CURRENT) != EV_NONE && (elf = elf_begin(fd, ELF_C_READ_MMAP, NULL))) {
         build_id(elf, out);
         elf_end(elf);
@@ -112,8 +112,12 @@ int file_id__mapped_changed(const struct sluice_map_entry *then, const char *pat
         snprintf(why, n, "replaced since the guest mapped it: another file is at that path");
         return 1;
     }
-    if ((uint64_t)st.st_size != then->size || mtime_ns(&st) != then->mtime_ns) {
-        snprintf(why, n, "rewritten since the guest mapped it (its size or modification time)");
+    if ((uint64_t)st.st_size != then->size || ns(st.st_mtim) != then->mtime_ns ||
+        ns(st.st_ctim) != then->ctime_ns) {
+        /* A write sets the change time; a modification time set back (cp -p) does not undo it. */
+        snprintf(why, n,
+                 "rewritten or changed since the guest mapped it (its size, modification "
+                 "or change time)");
         return 1;
     }
     return 0;

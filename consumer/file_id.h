@@ -37,13 +37,14 @@ int file_id__changed(const struct sluice_tf_file *then, const struct sluice_tf_f
 
 /**
  * Whether the file at @p path now is not the one a guest mapped, as its
- * module log entry @p then says (sluice/record.h, format 10: st_dev and
- * st_ino, st_size and st_mtim when it was mapped): replaced (another
- * file there, as a rename or a copy over a new file leaves), rewritten in
- * place, or gone.
+ * module log entry @p then says (sluice/record.h, format 11: st_dev and
+ * st_ino, st_size, st_mtim and st_ctim when it was mapped): replaced
+ * (another file there, as a rename or a copy over a new file leaves),
+ * rewritten in place (even with its modification time set back: the change
+ * time says so; so does a chmod, a chown or a new hard link), or gone.
  * @return 1 with the difference in @p why (@p n bytes: "replaced since the
- *         guest mapped it", "rewritten since ...", "gone: No such file or
- *         directory"), else 0.
+ *         guest mapped it", "rewritten or changed since ...", "gone: No such
+ *         file or directory"), else 0.
  */
 int file_id__mapped_changed(const struct sluice_map_entry *then, const char *path, char *why,
                             size_t n);

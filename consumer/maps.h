@@ -31,7 +31,7 @@ struct maps_entry {
 
 /** Entries per block of the parsed array. */
 #define MAPS_BLOCK 4096u
-/** Most blocks: enough for a 16 MiB log of 64-byte entries (96 since format 10). */
+/** Most blocks: enough for a 16 MiB log of 64-byte entries (104 since format 11). */
 #define MAPS_BLOCKS 64u
 
 /** Entries that touch one 2 MiB region of guest addresses, by index, ascending. */

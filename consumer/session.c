@@ -593,7 +593,7 @@ static int live_file_is(const struct live_file *f, const struct maps *maps, cons
         return !f->ino;
     }
     return f->dev == mapped->dev && f->ino == mapped->ino && f->size == mapped->size &&
-           f->mtime_ns == mapped->mtime_ns;
+           f->mtime_ns == mapped->mtime_ns && f->ctime_ns == mapped->ctime_ns;
 }
 
 /*
@@ -636,6 +636,7 @@ static int live_file_changed(struct sluice_session *s, const struct chunk *c, co
             f->ino = mapped->ino;
             f->size = mapped->size;
             f->mtime_ns = mapped->mtime_ns;
+            f->ctime_ns = mapped->ctime_ns;
         }
         if (f->path) {
             s->n_live_files++;
@@ -756,7 +757,8 @@ int sluice_map__file_at(const struct sluice_thread_info *t, uint64_t addr,
     if (!m.path || !mapped || !mapped->ino) {
         return -ENOENT;
     }
-    *out = (struct sluice_file_id){mapped->dev, mapped->ino, mapped->size, mapped->mtime_ns};
+    *out = (struct sluice_file_id){mapped->dev, mapped->ino, mapped->size, mapped->mtime_ns,
+                                   mapped->ctime_ns};
     return 0;
 }
 

@@ -82,7 +82,7 @@ struct live_file {
     char *path;
     /* The mapped file asked about (as its module log entry says); all 0: the newest of path. */
     uint64_t dev, ino, size;
-    int64_t mtime_ns;
+    int64_t mtime_ns, ctime_ns;
     int changed;
     char why[96];
 };

@@ -34,6 +34,7 @@ struct mapping {
     uint64_t offset;     /* file offset of start */
     uint64_t size;       /* the file's st_size when it was mapped */
     int64_t mtime_ns;    /* and its st_mtim, ns */
+    int64_t ctime_ns;    /* and its st_ctim, ns */
 };
 
 static struct {
@@ -159,6 +160,7 @@ void image_mmap(uint64_t start, uint64_t len, int fd, uint64_t offset)
                 .offset = offset,
                 .size = (uint64_t)st.st_size,
                 .mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
+                .ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec,
             };
         }
     }
@@ -195,6 +197,7 @@ void image_mremap(uint64_t old_start, uint64_t old_len, uint64_t start, uint64_t
         moved.offset = m->offset + (old_start - m->start);
         moved.size = m->size;
         moved.mtime_ns = m->mtime_ns;
+        moved.ctime_ns = m->ctime_ns;
     }
     punch(old_start, old_start + old_len);
     punch(start, start + len);
@@ -249,6 +252,7 @@ int image_file_at(uint64_t addr, struct image_file *out)
         out->ino = (uint64_t)T.images[m->image].ino;
         out->size = m->size;
         out->mtime_ns = m->mtime_ns;
+        out->ctime_ns = m->ctime_ns;
         snprintf(out->path, sizeof(out->path), "%s",
                  T.images[m->image].path ? T.images[m->image].path : "");
     }

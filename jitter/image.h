@@ -52,6 +52,7 @@ struct image_file {
     uint64_t dev, ino;   /**< the file's st_dev and st_ino */
     uint64_t size;       /**< its st_size when this mapping was made */
     int64_t mtime_ns;    /**< its st_mtim then, ns */
+    int64_t ctime_ns;    /**< its st_ctim then, ns */
     char path[PATH_MAX]; /**< the file's path as the host saw it when first mapped */
 };
 

@@ -80,6 +80,7 @@ static uint64_t append_mapping(struct sluice_map_entry *e, int file)
         e->ino = f.ino;
         e->size = f.size;
         e->mtime_ns = f.mtime_ns;
+        e->ctime_ns = f.ctime_ns;
         return append(e, f.path, strlen(f.path));
     }
     return append(e, "", 0);

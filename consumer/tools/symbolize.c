@@ -144,6 +144,7 @@ uint64_t sym_file_ident(const struct sluice_thread_info *t, uint64_t addr)
     h = id.dev * 0x9e3779b97f4a7c15ull ^ id.ino;
     h = (h * 0xff51afd7ed558ccdull) ^ id.size;
     h = (h * 0xc4ceb9fe1a85ec53ull) ^ (uint64_t)id.mtime_ns;
+    h = (h * 0xc4ceb9fe1a85ec53ull) ^ (uint64_t)id.ctime_ns;
     return h ? h : 1;
 }
 

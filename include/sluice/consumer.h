@@ -284,6 +284,7 @@ struct sluice_file_id {
     uint64_t ino;     /**< st_ino, never 0 */
     uint64_t size;    /**< st_size, bytes */
     int64_t mtime_ns; /**< st_mtim, ns since the Unix epoch */
+    int64_t ctime_ns; /**< st_ctim, ns since the Unix epoch (any write sets it; never set back) */
 };
 
 /**

@@ -141,7 +141,7 @@
 #include <stdint.h>
 
 /** Format version of records, ring header and block table; bumped on any change. */
-#define SLUICE_FORMAT_VERSION 10u
+#define SLUICE_FORMAT_VERSION 11u
 /** `magic` of a ring header: "SLUICERG" as little-endian bytes. */
 #define SLUICE_RING_MAGIC 0x4752454349554c53ull
 
@@ -393,7 +393,7 @@ enum sluice_map_kind {
 /** `image` of an anonymous mapping. */
 #define SLUICE_MAP_ANON 0xffffffffu
 
-/** A module log entry's fixed part (96 bytes since format 10, little-endian). */
+/** A module log entry's fixed part (104 bytes since format 11, little-endian). */
 struct sluice_map_entry {
     uint32_t bytes; /**< the entry's bytes, path and padding included; a multiple of 8 */
     uint16_t kind;  /**< enum sluice_map_kind */
@@ -410,14 +410,17 @@ struct sluice_map_entry {
     /*
      * Format 10, an mmap or mremap of a regular file: the file the guest
      * mapped as fstat() saw it then (`st_dev`, `st_ino`, `st_size`, `st_mtim`
-     * in ns since the epoch), so a consumer that reads the file at `path`
-     * later knows whether it is still that one (not replaced by a rename,
-     * not rewritten). All 0 otherwise.
+     * and, since format 11, `st_ctim`, in ns since the epoch), so a consumer
+     * that reads the file at `path` later knows whether it is still that one
+     * (not replaced by a rename, not rewritten: a write sets the change
+     * time, which, unlike the modification time, cannot be set back). All 0
+     * otherwise.
      */
     uint64_t dev;     /**< st_dev of the mapped file */
     uint64_t ino;     /**< st_ino */
     uint64_t size;    /**< st_size, bytes */
     int64_t mtime_ns; /**< st_mtim, ns */
+    int64_t ctime_ns; /**< st_ctim, ns (format 11) */
 };
 
 /** Words of a descriptor of @p n instructions, without its slots. */

@@ -26,8 +26,9 @@ lines give, turned into a link-time address with readelf's PT_LOADs):
                prints, where it knows one
 
 A library renamed over by another after the guest mapped it and before its
-code ran (the `replaced` guest) is named as path@offset, with one line saying
-so, never with the other file's symbols.
+code ran (the `replaced` guest), or rewritten in place with its modification
+time set back (`inplace`), is named as path@offset, with one line saying so,
+never with the other file's symbols.
 
 A size-0 symbol names only code of its own section (readelf -S): the PLT stubs
 after `_init` (size 0, in .init) have no symbol, as objdump's table has none.
@@ -520,6 +521,34 @@ def check_twice_cov(args, tmp, problems):
                         % (rc, err[-300:], lib))
 
 
+def check_inplace(args, tmp, problems):
+    """The replaced guest with `inplace`: the library it loaded is rewritten in place before its
+    code runs, its modification time set back (same inode, size and time: `cp -p` into the same
+    file). A live dump must say it is not the file the trace ran and show its code as
+    path@offset (it named it from the rewritten file, in silence)."""
+    lib = os.path.join(tmp, "libx-inplace.so")
+    out = os.path.join(tmp, "inplace.dump")
+    rc, stdout, err = common.run(
+        [args.sluice, "run", "--tool", "dump", "-o", out, "--",
+         os.path.join(args.guests, "replaced-x86_64"),
+         os.path.join(args.guests, "replaced-first.so"),
+         os.path.join(args.guests, "replaced-second.so"), lib, "inplace"])
+    err = err.decode(errors="replace")
+    said = [l for l in err.splitlines() if lib in l and "not the file the trace ran" in l]
+    name = re.escape(os.path.basename(lib))
+    with open(out, errors="replace") as f:
+        code = [m.group(1) for m in (re.match(r"^\d+ 0x[0-9a-f]+ %s([!@]\S+)" % name, l)
+                                     for l in f) if m]
+    named = [c for c in code if c.startswith("!")]
+    print("inplace: exit %d, %d instructions of %s, %d named; said: %s"
+          % (rc, len(code), lib, len(named), said))
+    if rc != 0 or stdout != b"sum 328350\n" or len(said) != 1 or not code or named:
+        problems.append("inplace: exit %d, stdout %r, %d lines of the rewritten file's code, %d "
+                        "named (%r), stderr %r: want one line saying it is not the file the "
+                        "trace ran, and path@offset" % (rc, stdout, len(code), len(named),
+                                                       sorted(set(named))[:3], err[-300:]))
+
+
 def check_unlinked(args, tmp, problems):
     """The replaced guest with `unlinked`: FIRST is loaded from libx.so, which is unlinked
     before its code runs, recorded (with a live dump beside, as slow as an analyst's, so the
@@ -575,6 +604,7 @@ def main():
             check_replaced(args, tmp, problems)
             check_twice(args, tmp, problems)
             check_twice_cov(args, tmp, problems)
+            check_inplace(args, tmp, problems)
             check_unlinked(args, tmp, problems)
         if not args.arch or "aarch64" in args.arch:
             # A PIE with debug info and a PLT: its stubs follow .init's size-0 _init.

@@ -154,7 +154,7 @@ Test(record, block_fields)
     cr_assert_eq(sluice_block_words(8), 10);
     cr_assert_eq(sluice_block_words(9), 12);
     cr_assert_eq(sizeof(struct sluice_blocks_hdr), 64);
-    cr_assert_eq(sizeof(struct sluice_map_entry), 96);
+    cr_assert_eq(sizeof(struct sluice_map_entry), 104);
 }
 
 Test(record, text_lengths)
