@@ -380,8 +380,8 @@ static void put_files_frame(struct tf_writer *w, const uint8_t *buf, size_t len)
 /*
  * FILES frames for the files that the module log entries of @p bt in
  * [@p from, @p to) map and no FILES frame named yet: what they are now,
- * as the guest has just mapped them, for report to tell whether the file
- * at the path later is still the one.
+ * if they are still the files the guest mapped (inode, size, times), for
+ * report to tell whether the file at the path later is still the one.
  */
 static void put_files(struct tf_writer *w, const struct block_table *bt, uint64_t from, uint64_t to)
 {
@@ -392,7 +392,11 @@ static void put_files(struct tf_writer *w, const struct block_table *bt, uint64_
 
     for (; from < to && rc == 0 && (x = maps__entry_at(bt->maps, from)); from = x->end) {
         if (x->path && (x->e.kind == SLUICE_MAP_MMAP || x->e.kind == SLUICE_MAP_MREMAP) &&
+            !tfind(x->path, &w->seen, cmp_str) &&
+            !(x->e.ino && file_id__mapped_changed(&x->e, x->path, NULL, 0)) &&
             (rc = seen_add(w, x->path)) == 1) {
+            /* Only the file the guest mapped: another one at the path now (renamed over it
+             * since) is not recorded as its file; report then checks the mapping's identity. */
             rc = add_file(&buf, &len, &cap, x->path);
         }
         if (len >= FILES_MAX) {

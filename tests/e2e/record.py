@@ -48,6 +48,10 @@ being recorded; under `ulimit -f` the recording stops at the limit, the guest
 and the live report are whole (exit 1, saying so), and the file reads up to
 where it stopped.
 
+A recording that begins (an attach) after a library the guest mapped was renamed
+over by a file of its size and time but not it (the `replaced` guest, `renamed`)
+must not keep that file as the path's: report names the code as path@offset.
+
   record.py --sluice build/consumer/sluice --guests build/tests/e2e
 """
 
@@ -55,6 +59,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -548,6 +553,63 @@ def check_files(args, tmp, data, problems):
         problems.append("files: cov of a replaced program says nothing: %r" % err[-300:])
 
 
+def check_renamed(args, tmp, problems):
+    """A recording that begins (an attach) after the library the guest mapped was renamed over
+    by another file of its size and modification time, and another build-id (the `replaced`
+    guest, `renamed`): the file at the path is not the one the guest mapped (its inode says
+    so), so the recording must not keep it as that path's file: report then names its code
+    as path@offset, saying why (it named it from the other file, in silence)."""
+    first = common.need_file(os.path.join(args.guests, "replaced-first.so"), "replaced-first.so")
+    with open(first, "rb") as f:
+        data = bytearray(f.read())
+    note = subprocess.run(["readelf", "-n", first], capture_output=True, text=True).stdout
+    build_id = bytes.fromhex(re.search(r"Build ID: ([0-9a-f]+)", note).group(1))
+    at = data.find(build_id)
+    data[at] ^= 0xff  # the same size, another build-id
+    other = os.path.join(tmp, "renamed-other.so")
+    with open(other, "wb") as f:
+        f.write(data)
+    lib = os.path.join(tmp, "libx-renamed.so")
+    trace = common.fresh(os.path.join(tmp, "renamed.sltr"))
+    run = subprocess.Popen([args.sluice, "run", "--tool", "stats", "-o", os.devnull, "--",
+                            os.path.join(args.guests, "replaced-x86_64"), first, other, lib,
+                            "renamed"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    m = re.match(rb"renamed (\d+)", run.stdout.readline())
+    rec = None
+    if m:
+        pid = m.group(1).decode()
+        rec = subprocess.Popen([args.sluice, "attach", pid, "--record", trace, "--tool", "stats",
+                                "-o", os.devnull], stderr=subprocess.PIPE)
+        end = time.monotonic() + 30
+        while time.monotonic() < end and rec.poll() is None:
+            ls = json.loads(subprocess.run([args.sluice, "ls", "--json"], capture_output=True,
+                                           text=True).stdout or "[]")
+            if any(str(p.get("pid")) == pid and p.get("consumers", 0) >= 2 for p in ls):
+                break
+            time.sleep(0.05)
+    open(lib + ".go", "w").close()
+    out, err = run.communicate(timeout=120)
+    rec_err = rec.communicate(timeout=60)[1] if rec else b""
+    if not m or run.returncode != 0 or rec.returncode != 0:
+        problems.append("renamed: the guest said %r, exit %s (%r); the recording exit %s (%r)"
+                        % (m and m.group(0), run.returncode, err[-300:],
+                           rec and rec.returncode, rec_err[-300:]))
+        return
+    rep = common.fresh(os.path.join(tmp, "renamed.dump"))
+    rc, _, err = sluice(args, ["report", trace, "--tool", "dump", "--no-disasm", "-o", rep],
+                        want_rc=None, what="renamed")
+    with open(rep, errors="replace") as f:
+        text = f.read()
+    said = [l for l in err.splitlines() if lib in l and "not the file the trace ran" in l]
+    named, raw = text.count("libx-renamed.so!"), text.count("libx-renamed.so@")
+    print("renamed: report exit %d, %d lines named, %d path@offset; said: %s"
+          % (rc, named, raw, said))
+    if len(said) != 1 or named or not raw:
+        problems.append("renamed: report exit %d, %d lines of the library named, %d as "
+                        "path@offset, said %r: want path@offset and one line saying it is not "
+                        "the file the trace ran" % (rc, named, raw, said))
+
+
 def check_clobber(args, tmp, data, problems):
     """-o or --record naming the program to trace, or the file sluice's stdout goes to (the
     guest's too): refused in one line before either is emptied (the program was emptied, or
@@ -715,6 +777,7 @@ def main():
                 check_uncompressed(args, tmp, name, prog, pargs, problems)
         check_writing(args, tmp, data, problems)
         check_files(args, tmp, data, problems)
+        check_renamed(args, tmp, problems)
     for p in problems[:20]:
         print("FAIL " + p)
     if problems:

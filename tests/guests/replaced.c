@@ -32,8 +32,14 @@
  * and modification time; only the change time says it is not the file the
  * guest mapped.
  *
- * Usage: replaced FIRST SECOND PATH [twice|unlinked|moved|inplace]. Prints
- * "sum N" per call; exit 0, else 1 with the reason.
+ * With `renamed`, FIRST is loaded from PATH, SECOND (a file of FIRST's size)
+ * given PATH's modification time and renamed over PATH, and the guest prints
+ * "renamed <pid>" and waits (up to a minute) for a file PATH.go to exist
+ * before FIRST's code runs: a consumer that attaches meanwhile finds at the
+ * path a file of the mapped one's size and time that is not it.
+ *
+ * Usage: replaced FIRST SECOND PATH [twice|unlinked|moved|inplace|renamed].
+ * Prints "sum N" per call; exit 0, else 1 with the reason.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -133,6 +139,40 @@ static int inplace(const char *first, const char *path)
     return 0;
 }
 
+/* `renamed`: FIRST loaded from @p path, @p second put there with its time, then a wait. */
+static int renamed(const char *first, const char *second, const char *path, const char *tmp)
+{
+    char go[4096];
+    struct timespec times[2];
+    struct stat st;
+    int (*sum)(int);
+    void *h;
+
+    if (copy(first, path) != 0 || !(h = dlopen(path, RTLD_NOW)) ||
+        !(sum = (int (*)(int))dlsym(h, "replaced_sum"))) {
+        fprintf(stderr, "replaced: loading %s: %s\n", path, dlerror());
+        return 1;
+    }
+    if (stat(path, &st) != 0 || copy(second, tmp) != 0) {
+        perror("replaced: copying the second file");
+        return 1;
+    }
+    times[0] = st.st_atim;
+    times[1] = st.st_mtim;
+    if (utimensat(AT_FDCWD, tmp, times, 0) != 0 || rename(tmp, path) != 0) {
+        perror("replaced: putting the second file in place");
+        return 1;
+    }
+    printf("renamed %d\n", (int)getpid());
+    fflush(stdout);
+    snprintf(go, sizeof(go), "%s.go", path);
+    for (int i = 0; i < 6000 && access(go, F_OK) != 0; i++) {
+        usleep(10000);
+    }
+    printf("sum %d\n", sum(100));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     char tmp[4096];
@@ -148,10 +188,15 @@ int main(int argc, char **argv)
     if (argc == 5 && strcmp(argv[4], "inplace") == 0) {
         return inplace(argv[1], argv[3]);
     }
+    if (argc == 5 && strcmp(argv[4], "renamed") == 0 &&
+        snprintf(tmp, sizeof(tmp), "%s.new", argv[3]) < (int)sizeof(tmp)) {
+        return renamed(argv[1], argv[2], argv[3], tmp);
+    }
 
     if ((argc != 4 && !twice && !unlinked) ||
         snprintf(tmp, sizeof(tmp), "%s.new", argv[3]) >= (int)sizeof(tmp)) {
-        fprintf(stderr, "usage: replaced FIRST SECOND PATH [twice|unlinked|moved|inplace]\n");
+        fprintf(stderr,
+                "usage: replaced FIRST SECOND PATH [twice|unlinked|moved|inplace|renamed]\n");
         return 1;
     }
     if (copy(argv[1], argv[3]) != 0 || !(h = dlopen(argv[3], RTLD_NOW)) ||
