@@ -114,7 +114,12 @@ static void punch(uint64_t start, uint64_t end)
     }
 }
 
-/* Index of the image for @p st (added if new), or -1 when out of memory. */
+/*
+ * Index of the image for @p st opened as @p fd (added if new), or -1 when
+ * out of memory. An image is a file by the path it was mapped from: two
+ * hard links of one file are two images (a tool names, and a filter
+ * chooses, code by the name the guest loaded it by).
+ */
 static int image_index(const struct stat *st, int fd)
 {
     char link[64], path[PATH_MAX];
@@ -122,17 +127,18 @@ static int image_index(const struct stat *st, int fd)
     size_t i;
     int is_main;
 
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    n = fds_readlink(link, path, sizeof(path) - 1);
+    path[n > 0 ? n : 0] = '\0';
     for (i = 0; i < T.n_images; i++) {
-        if (T.images[i].dev == st->st_dev && T.images[i].ino == st->st_ino) {
+        if (T.images[i].dev == st->st_dev && T.images[i].ino == st->st_ino &&
+            strcmp(T.images[i].path ? T.images[i].path : "", path) == 0) {
             return (int)i;
         }
     }
     if (grow((void **)&T.images, &T.cap_images, T.n_images, sizeof(*T.images)) < 0) {
         return -1;
     }
-    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-    n = fds_readlink(link, path, sizeof(path) - 1);
-    path[n > 0 ? n : 0] = '\0';
     is_main = T.have_main && st->st_dev == T.main_dev && st->st_ino == T.main_ino;
     T.images[T.n_images] = (struct image){
         .dev = st->st_dev,

@@ -158,7 +158,8 @@ static long (*const sluice_image_of)(__u64 pc, struct sluice_image *out,
 
 /**
  * Whether the image holding @p pc is the file @p name: equal to its full
- * path, or to its last path component ("libc.so.6").
+ * path, or to its last path component ("libc.so.6"), as the guest mapped it
+ * (one file loaded by two hard links is two images, each by its own name).
  * @param pc   guest virtual address
  * @param name the name, not necessarily NUL-terminated
  * @param size bytes of @p name to compare (a trailing NUL is ignored), 1..4096

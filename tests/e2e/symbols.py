@@ -28,7 +28,8 @@ lines give, turned into a link-time address with readelf's PT_LOADs):
 A library renamed over by another after the guest mapped it and before its
 code ran (the `replaced` guest), or rewritten in place with its modification
 time set back (`inplace`), is named as path@offset, with one line saying so,
-never with the other file's symbols.
+never with the other file's symbols. A file loaded by two hard links in turn
+(`linked`) is named by each name for the code loaded by it.
 
 A size-0 symbol names only code of its own section (readelf -S): the PLT stubs
 after `_init` (size 0, in .init) have no symbol, as objdump's table has none.
@@ -549,6 +550,27 @@ def check_inplace(args, tmp, problems):
                                                        sorted(set(named))[:3], err[-300:]))
 
 
+def check_linked(args, tmp, problems):
+    """The replaced guest with `linked`: a library loaded, run and unloaded, then loaded by a
+    hard link's name and run again. Each run's code is named by the name it was loaded by
+    (the second was named by the first: the jitter kept an inode's first path)."""
+    lib = os.path.join(tmp, "libx-linked.so")
+    out = os.path.join(tmp, "linked.dump")
+    rc, stdout, err = common.run(
+        [args.sluice, "run", "--tool", "dump", "--no-disasm", "-o", out, "--",
+         os.path.join(args.guests, "replaced-x86_64"),
+         os.path.join(args.guests, "replaced-first.so"),
+         os.path.join(args.guests, "replaced-second.so"), lib, "linked"])
+    with open(out, errors="replace") as f:
+        names = [m.group(1) for m in (re.match(r"^\d+ 0x[0-9a-f]+ (\S+)!replaced_sum\+0x0$", l)
+                                      for l in f) if m]
+    want = ["libx-linked.so", "libx-linked.so.2.so"]
+    print("linked: exit %d, replaced_sum entered as %s" % (rc, names))
+    if rc != 0 or names != want:
+        problems.append("linked: exit %d (%r), replaced_sum entered as %s: want %s"
+                        % (rc, err[-300:], names, want))
+
+
 def check_unlinked(args, tmp, problems):
     """The replaced guest with `unlinked`: FIRST is loaded from libx.so, which is unlinked
     before its code runs, recorded (with a live dump beside, as slow as an analyst's, so the
@@ -605,6 +627,7 @@ def main():
             check_twice(args, tmp, problems)
             check_twice_cov(args, tmp, problems)
             check_inplace(args, tmp, problems)
+            check_linked(args, tmp, problems)
             check_unlinked(args, tmp, problems)
         if not args.arch or "aarch64" in args.arch:
             # A PIE with debug info and a PLT: its stubs follow .init's size-0 _init.

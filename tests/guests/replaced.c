@@ -38,7 +38,11 @@
  * before FIRST's code runs: a consumer that attaches meanwhile finds at the
  * path a file of the mapped one's size and time that is not it.
  *
- * Usage: replaced FIRST SECOND PATH [twice|unlinked|moved|inplace|renamed].
+ * With `linked`, FIRST is put at PATH and linked (a hard link) as
+ * PATH.2.so, loaded from PATH, run and unloaded, then loaded from PATH.2.so
+ * and run: each load's code must be named by the name it was loaded by.
+ *
+ * Usage: replaced FIRST SECOND PATH [twice|unlinked|moved|inplace|renamed|linked].
  * Prints "sum N" per call; exit 0, else 1 with the reason.
  */
 #define _GNU_SOURCE
@@ -173,6 +177,17 @@ static int renamed(const char *first, const char *second, const char *path, cons
     return 0;
 }
 
+/* `linked`: FIRST at @p path and a hard link @p link_path (made first: a new link changes
+ * the file's change time), loaded from the one, run, unloaded; loaded from the other, run. */
+static int linked(const char *first, const char *path, const char *link_path)
+{
+    if (copy(first, path) != 0 || link(path, link_path) != 0) {
+        perror("replaced: copy and link");
+        return 1;
+    }
+    return load_and_run(path, 1) && load_and_run(link_path, 0) ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     char tmp[4096];
@@ -188,6 +203,10 @@ int main(int argc, char **argv)
     if (argc == 5 && strcmp(argv[4], "inplace") == 0) {
         return inplace(argv[1], argv[3]);
     }
+    if (argc == 5 && strcmp(argv[4], "linked") == 0 &&
+        snprintf(tmp, sizeof(tmp), "%s.2.so", argv[3]) < (int)sizeof(tmp)) {
+        return linked(argv[1], argv[3], tmp);
+    }
     if (argc == 5 && strcmp(argv[4], "renamed") == 0 &&
         snprintf(tmp, sizeof(tmp), "%s.new", argv[3]) < (int)sizeof(tmp)) {
         return renamed(argv[1], argv[2], argv[3], tmp);
@@ -195,8 +214,9 @@ int main(int argc, char **argv)
 
     if ((argc != 4 && !twice && !unlinked) ||
         snprintf(tmp, sizeof(tmp), "%s.new", argv[3]) >= (int)sizeof(tmp)) {
-        fprintf(stderr,
-                "usage: replaced FIRST SECOND PATH [twice|unlinked|moved|inplace|renamed]\n");
+        fprintf(
+            stderr,
+            "usage: replaced FIRST SECOND PATH [twice|unlinked|moved|inplace|renamed|linked]\n");
         return 1;
     }
     if (copy(argv[1], argv[3]) != 0 || !(h = dlopen(argv[3], RTLD_NOW)) ||
