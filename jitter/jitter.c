@@ -286,39 +286,37 @@ static void j_publish(struct sluice_thread_slot *slot)
 /* Ended threads' rings a lossy consumer may hold unread once their rest was taken. */
 #define LOSSY_TAKEN_RINGS 128
 
-/* Slot @p i's bit, or every slot's if @p i is SLUICE_MAX_CONSUMERS. */
-static uint32_t slot_bits(unsigned i)
-{
-    return i < SLUICE_MAX_CONSUMERS ? 1u << i : ~0u;
-}
+/* What lossy consumers hold of ended threads' rings unread (lossy_tally). */
+struct lossy_held {
+    uint64_t total;                         /* bytes, all consumers together */
+    uint64_t bytes[SLUICE_MAX_CONSUMERS];   /* bytes, per slot */
+    unsigned taken[SLUICE_MAX_CONSUMERS];   /* rings whose rest was taken, per slot */
+    unsigned untaken[SLUICE_MAX_CONSUMERS]; /* rings whose rest was not, per slot */
+};
 
-/* Bytes of ended threads' rings held unread by lossy consumer @p i, or by
- * any lossy consumer if @p i is SLUICE_MAX_CONSUMERS: a header each, and
- * what was written unless its rest was taken from each of them. J.lock held. */
-static uint64_t lossy_held(unsigned i)
+/*
+ * Tally, in one walk of J.ended, what lossy consumers hold unread: a
+ * header per ring, and what was written, unless its rest was taken (from
+ * each of them, for the total). J.lock held.
+ */
+static void lossy_tally(struct lossy_held *h)
 {
-    uint64_t held = 0;
-
+    memset(h, 0, sizeof(*h));
     for (struct ring *r = J.ended; r; r = r->next) {
-        uint32_t holds = ring_lossy_unread(r) & slot_bits(i);
+        uint32_t holds = ring_lossy_unread(r);
 
-        if (holds) {
-            held += holds & ~r->rest_taken ? ring_held_bytes(r) : SLUICE_RING_HDR_BYTES;
+        if (!holds) {
+            continue;
+        }
+        h->total += holds & ~r->rest_taken ? ring_held_bytes(r) : SLUICE_RING_HDR_BYTES;
+        for (; holds; holds &= holds - 1) {
+            unsigned i = (unsigned)__builtin_ctz(holds);
+            int taken = r->rest_taken >> i & 1;
+
+            h->bytes[i] += taken ? SLUICE_RING_HDR_BYTES : ring_held_bytes(r);
+            (taken ? h->taken : h->untaken)[i]++;
         }
     }
-    return held;
-}
-
-/* Ended threads' rings lossy consumer @p i holds unread: whose rest was
- * taken if @p taken, else whose rest was not. J.lock held. */
-static unsigned lossy_rings(unsigned i, int taken)
-{
-    unsigned n = 0;
-
-    for (struct ring *r = J.ended; r; r = r->next) {
-        n += (ring_lossy_unread(r) & (taken ? r->rest_taken : ~r->rest_taken)) >> i & 1;
-    }
-    return n;
 }
 
 /*
@@ -340,33 +338,6 @@ static void take_rests(unsigned i)
     }
 }
 
-/* The lossy consumer holding the most of ended threads' rings (lossy_held),
- * and that much in @p most (0: none holds any). J.lock held. */
-static unsigned most_held(uint64_t *most)
-{
-    unsigned worst = 0;
-    uint64_t held;
-
-    *most = 0;
-    for (unsigned i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
-        if ((held = lossy_held(i)) > *most) {
-            *most = held;
-            worst = i;
-        }
-    }
-    return worst;
-}
-
-/* Drop lossy consumer @p i for holding too much; whether it was. J.lock held. */
-static int drop_holder(unsigned i, const char *why)
-{
-    if (!ctl_drop(i, why)) {
-        return 0;
-    }
-    reap_locked();
-    return 1;
-}
-
 /*
  * A lossy consumer slower than the guest, or one that stopped reading
  * (SIGSTOP), would hold the pages of every thread that ends meanwhile: the
@@ -381,39 +352,41 @@ static int drop_holder(unsigned i, const char *why)
 static void bound_lossy_held(void)
 {
     const uint64_t bound = LOSSY_HELD_RINGS * (SLUICE_RING_HDR_BYTES + J.ring_bytes);
+    struct lossy_held h;
     char why[96];
 
     for (unsigned n = 0; n < 4 * SLUICE_MAX_CONSUMERS; n++) {
-        uint64_t most;
-        unsigned i = most_held(&most), taken;
+        unsigned i, worst = 0;
 
-        if (most && lossy_held(SLUICE_MAX_CONSUMERS) > bound) {
-            if (lossy_rings(i, 0)) {
-                take_rests(i);
-                continue;
-            }
-            snprintf(why, sizeof(why),
-                     "lossy, it held %llu KiB of ended threads' rings unread (bound: %d rings)",
-                     (unsigned long long)(most >> 10), LOSSY_HELD_RINGS);
-            if (!drop_holder(i, why)) {
-                return;
-            }
+        lossy_tally(&h);
+        for (i = 1; i < SLUICE_MAX_CONSUMERS; i++) {
+            worst = h.bytes[i] > h.bytes[worst] ? i : worst;
+        }
+        if (h.total > bound && h.untaken[worst]) {
+            take_rests(worst);
             continue;
         }
-        for (i = 0; i < SLUICE_MAX_CONSUMERS; i++) {
-            if ((taken = lossy_rings(i, 1)) > LOSSY_TAKEN_RINGS) {
-                break;
+        if (h.total > bound && h.bytes[worst]) {
+            snprintf(why, sizeof(why),
+                     "lossy, it held %llu KiB of ended threads' rings unread (bound: %d rings)",
+                     (unsigned long long)(h.bytes[worst] >> 10), LOSSY_HELD_RINGS);
+        } else {
+            i = 0;
+            while (i < SLUICE_MAX_CONSUMERS && h.taken[i] <= LOSSY_TAKEN_RINGS) {
+                i++;
             }
+            if (i == SLUICE_MAX_CONSUMERS) {
+                return;
+            }
+            worst = i;
+            snprintf(why, sizeof(why),
+                     "lossy, it held %u ended threads' rings unread (bound: %d rings)", h.taken[i],
+                     LOSSY_TAKEN_RINGS);
         }
-        if (i == SLUICE_MAX_CONSUMERS) {
+        if (!ctl_drop(worst, why)) {
             return;
         }
-        snprintf(why, sizeof(why),
-                 "lossy, it held %u ended threads' rings unread (bound: %d rings)", taken,
-                 LOSSY_TAKEN_RINGS);
-        if (!drop_holder(i, why)) {
-            return;
-        }
+        reap_locked();
     }
 }
 
