@@ -1092,6 +1092,25 @@ def case_ls(c):
         os.unlink(a.sock)
 
 
+def ref_events(run):
+    """{tid: events} of run's reference (count mode), tids as bytes."""
+    return {line.split()[1]: sum(int(kv.split(b"=")[1]) for kv in line.split()[2:5])
+            for line in slurp(run.ref).splitlines()}
+
+
+def dump_events(path):
+    """({tid: events delivered}, {tid: events lost}) of a raw dump, tids as bytes."""
+    got, lost = collections.Counter(), collections.Counter()
+    with open(path, "rb") as f:
+        for line in f:
+            tid, ev = line.split(b" ", 2)[:2]
+            if ev == b"LOST":
+                lost[tid] += int(line.split()[2])
+            else:
+                got[tid] += 1
+    return got, lost
+
+
 def case_lossy(c):
     """Two lossy consumers on a guest that outruns them (gzip -9, 256 KiB rings), attached
     before its first instruction: per thread, what each gets plus what it is told it lost
@@ -1111,16 +1130,8 @@ def case_lossy(c):
         rc, _, err = finish(p, 240)
         c.check(rc == 0, "%s: exit %s, stderr %r" % (p.name, rc, err[-400:]))
     run.finish(240)
-    ref = {line.split()[1]: sum(int(kv.split(b"=")[1]) for kv in line.split()[2:5])
-           for line in slurp(run.ref).splitlines()}
-    got, lost = collections.Counter(), collections.Counter()
-    with open(dump_out, "rb") as f:
-        for line in f:
-            tid, ev = line.split(b" ", 2)[:2]
-            if ev == b"LOST":
-                lost[tid] += int(line.split()[2])
-            else:
-                got[tid] += 1
+    ref = ref_events(run)
+    got, lost = dump_events(dump_out)
     for tid, want in ref.items():
         c.check(got[tid] + lost[tid] == want, "lossy dump, tid %s: %d events + %d lost, reference "
                 "%d" % (tid.decode(), got[tid], lost[tid], want))
@@ -1155,16 +1166,8 @@ def case_slowlossy(c):
     c.check(rc == 0, "the slow lossy consumer: exit %s, stderr %r" % (rc, err[-400:]))
     run.finish(240)
     check_arena_peak(c, "slowlossy", arena.stop(), 17, 0)
-    ref = {line.split()[1]: sum(int(kv.split(b"=")[1]) for kv in line.split()[2:5])
-           for line in slurp(run.ref).splitlines()}
-    got, lost = collections.Counter(), collections.Counter()
-    with open(dump_out, "rb") as f:
-        for line in f:
-            tid, ev = line.split(b" ", 2)[:2]
-            if ev == b"LOST":
-                lost[tid] += int(line.split()[2])
-            else:
-                got[tid] += 1
+    ref = ref_events(run)
+    got, lost = dump_events(dump_out)
     wrong = [(t, got[t], lost[t], want) for t, want in ref.items() if got[t] + lost[t] != want]
     c.check(not wrong, "slow lossy dump, per thread (tid, events, lost, reference): %s of %d "
             "differ: %s" % (len(wrong), len(ref), wrong[:4]))
@@ -1337,8 +1340,7 @@ def case_stopped(c):
         said = "no report (%s)" % e
     c.check(isinstance(said, str) and "dropped" in said,
             "the stopped consumer's --json report does not say it was dropped: error %r" % said)
-    ref = {line.split()[1]: sum(int(kv.split(b"=")[1]) for kv in line.split()[2:5])
-           for line in slurp(run.ref).splitlines()}
+    ref = ref_events(run)
     try:
         got = stats_rows(healthy_out)
     except (OSError, ValueError, KeyError, TypeError) as e:

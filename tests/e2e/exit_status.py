@@ -138,28 +138,37 @@ def outlived(args, tmp, main_loops, sig):
     return not problems
 
 
-def term_no_fork(args, tmp):
-    """SIGTERM to `sluice run` of a guest that forks nothing, passed on: the guest dies of it
-    and sluice with it; it must not say that processes the guest forked were left running
-    (it did, whenever a passed-on signal ended the guest)."""
-    cmd = common.cmd_sluice(args.sluice, "stats", os.path.join(tmp, "nofork.txt"), "/bin/sh",
-                            ["-c", "while :; do :; done"])
+def sigterm_after(cmd, seconds):
+    """Run `sluice run` cmd, send it SIGTERM after @p seconds: (its status, stderr), or None
+    if it still ran 60 s later (then killed)."""
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          env=common.guest_env(sluice=True),
                          preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
                          start_new_session=True)
-    time.sleep(2)
+    time.sleep(seconds)
     p.send_signal(signal.SIGTERM)
     try:
         _, err = p.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
+        return None
+    return p.returncode, err
+
+
+def term_no_fork(args, tmp):
+    """SIGTERM to `sluice run` of a guest that forks nothing, passed on: the guest dies of it
+    and sluice with it; it must not say that processes the guest forked were left running
+    (it did, whenever a passed-on signal ended the guest)."""
+    got = sigterm_after(common.cmd_sluice(args.sluice, "stats", os.path.join(tmp, "nofork.txt"),
+                                          "/bin/sh", ["-c", "while :; do :; done"]), 2)
+    if got is None:
         print("SIGTERM to a guest that forks nothing: sluice still running 60 s after FAILED")
         return False
-    good = p.returncode == -signal.SIGTERM and b"outlived" not in err
+    rc, err = got
+    good = rc == -signal.SIGTERM and b"outlived" not in err
     print("SIGTERM to a guest that forks nothing: sluice %s, stderr %r%s" % (
-        describe(p.returncode), err.strip().splitlines()[-2:],
+        describe(rc), err.strip().splitlines()[-2:],
         "" if good else " FAILED (want signal SIGTERM and no word of processes left running)"))
     return good
 
@@ -167,24 +176,15 @@ def term_no_fork(args, tmp):
 def signal_while_waiting(args, tmp):
     """SIGTERM sent to `sluice run --wait-attach 1` before anyone attached: passed on, it
     kills QEMU before tracing started; sluice must say so and die of it (it exited 2)."""
-    cmd = common.cmd_sluice(args.sluice, "stats", os.path.join(tmp, "waiting.txt"), "/bin/true",
-                            [], extra=["--wait-attach", "1"])
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         env=common.guest_env(sluice=True),
-                         preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
-                         start_new_session=True)
-    time.sleep(2)
-    p.send_signal(signal.SIGTERM)
-    try:
-        _, err = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
+    got = sigterm_after(common.cmd_sluice(args.sluice, "stats", os.path.join(tmp, "waiting.txt"),
+                                          "/bin/true", [], extra=["--wait-attach", "1"]), 2)
+    if got is None:
         print("SIGTERM while waiting for a consumer: sluice still running 60 s after")
         return False
-    good = p.returncode == -signal.SIGTERM and b"before tracing started" in err
+    rc, err = got
+    good = rc == -signal.SIGTERM and b"before tracing started" in err
     print("SIGTERM while waiting for a consumer: sluice %s, %r%s" % (
-        describe(p.returncode), err.strip().splitlines()[-1:],
+        describe(rc), err.strip().splitlines()[-1:],
         "" if good else " FAILED (want signal SIGTERM and the line)"))
     return good
 
