@@ -283,7 +283,15 @@ static void j_publish(struct sluice_thread_slot *slot)
 /* Rings' worth of ended threads' records lossy consumers may hold unread (bound_lossy_held). */
 #define LOSSY_HELD_RINGS 16
 
-/* Ended threads' rings a lossy consumer may hold unread once their rest was taken. */
+/*
+ * Ended threads' rings a lossy consumer may hold unread once their rest was
+ * taken (a header page each). Past it, it is taken for stopped, and dropped
+ * before its control socket fills with the announcements of new threads
+ * (which would hold the guest's thread starts back: ctl.c). A consumer that
+ * reads but lags finishes a taken ring once its chunks before it are
+ * delivered: one that lags more than this many ended threads behind is
+ * dropped all the same (a known gap: the README says so).
+ */
 #define LOSSY_TAKEN_RINGS 128
 
 /* What lossy consumers hold of ended threads' rings unread (lossy_tally). */
@@ -345,9 +353,9 @@ static void take_rests(unsigned i)
  * slow it. Past LOSSY_HELD_RINGS rings' worth in all, the lossy consumer
  * that holds the most has the rest of those rings taken, counted lost (a
  * slow one then reads their ends at once and goes on; their pages go
- * back); one that holds more than LOSSY_TAKEN_RINGS such rings does not
- * read (stopped) and is dropped, as is one holding the most when all that
- * is left past the bound was taken already. J.lock held.
+ * back); one that holds more than LOSSY_TAKEN_RINGS such rings is dropped,
+ * as is the one holding the most when all that is left past the bound was
+ * taken already (their headers). J.lock held.
  */
 static void bound_lossy_held(void)
 {

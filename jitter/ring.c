@@ -210,6 +210,10 @@ void ring_punch_data(struct ring *r)
 {
     if (!r->punched) {
         arena_punch(r->offset + SLUICE_RING_HDR_BYTES, r->size);
+        /* Our two data mappings become one reserved range: a held ring costs QEMU two
+         * mappings (vm.max_map_count), not three. Still reserved: ring_destroy unmaps it. */
+        (void)mmap(r->data, 2 * r->size, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
         r->punched = 1;
     }
 }

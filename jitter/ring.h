@@ -165,6 +165,7 @@ uint32_t ring_unread(const struct ring *r);
  * the consumers to read the ring's end and the count of what they lost.
  * A consumer's copy in flight reads zeros and then fails its claim (the
  * take moved its tail first), so nothing read from them is delivered.
+ * Our own data mappings go too (r->data must not be read again).
  * Ring-list lock held (jitter.c). Once per ring; later calls do nothing.
  */
 void ring_punch_data(struct ring *r);
