@@ -40,6 +40,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -291,6 +293,24 @@ unsigned ctl_drop_holders(int lossy_only, const char *why)
     }
     pthread_mutex_unlock(&reg.lock);
     return n;
+}
+
+int ctl_backlogged(unsigned i)
+{
+    int queued = 0, buf = 0, backlogged = 0;
+    socklen_t len = sizeof(buf);
+
+    pthread_mutex_lock(&reg.lock);
+    if (i < SLUICE_MAX_CONSUMERS && reg.c[i].state == LIVE) {
+        fds_lock();
+        /* SIOCOUTQ: bytes sent on it that the consumer has not read, as the buffer counts them. */
+        backlogged = ioctl(reg.c[i].fd, SIOCOUTQ, &queued) == 0 &&
+                     getsockopt(reg.c[i].fd, SOL_SOCKET, SO_SNDBUF, &buf, &len) == 0 &&
+                     queued >= buf / 4;
+        fds_unlock();
+    }
+    pthread_mutex_unlock(&reg.lock);
+    return backlogged;
 }
 
 int ctl_drop(unsigned i, const char *why)

@@ -40,6 +40,15 @@ void ctl_wait_attach(void);
 unsigned ctl_drop_holders(int lossy_only, const char *why);
 
 /**
+ * Whether the consumer in slot @p i has left a quarter or more of its
+ * control socket's buffer unread (the announcements of new threads, say):
+ * it does not read it, as a stopped one does not (one that reads takes
+ * each message within moments). 0 if the slot holds no attached consumer.
+ * Any thread, under the ring-list lock.
+ */
+int ctl_backlogged(unsigned i);
+
+/**
  * Drop the consumer in slot @p i if it is attached, saying @p why on
  * stderr and to it. Any thread, under the ring-list lock.
  * @return 1 if it was dropped, 0 if the slot held no attached consumer.

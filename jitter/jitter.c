@@ -285,14 +285,21 @@ static void j_publish(struct sluice_thread_slot *slot)
 
 /*
  * Ended threads' rings a lossy consumer may hold unread once their rest was
- * taken (a header page each). Past it, it is taken for stopped, and dropped
- * before its control socket fills with the announcements of new threads
- * (which would hold the guest's thread starts back: ctl.c). A consumer that
- * reads but lags finishes a taken ring once its chunks before it are
- * delivered: one that lags more than this many ended threads behind is
- * dropped all the same (a known gap: the README says so).
+ * taken (a header page each): past the first, if it does not read its
+ * control socket either (ctl_backlogged()), it stopped, and is dropped
+ * before that socket fills with the announcements of new threads (which
+ * would hold the guest's thread starts back: ctl.c); past the second,
+ * whatever it does (16 MiB of headers). One that reads but lags finishes a
+ * taken ring once the chunks before it are delivered, in its time.
  */
-#define LOSSY_TAKEN_RINGS 128
+#define LOSSY_TAKEN_QUIET 128
+#define LOSSY_TAKEN_RINGS 4096
+
+/* Whether lossy consumer @p i, holding @p taken taken rings, is to be dropped for them. */
+static int taken_too_many(unsigned i, unsigned taken)
+{
+    return taken > LOSSY_TAKEN_RINGS || (taken > LOSSY_TAKEN_QUIET && ctl_backlogged(i));
+}
 
 /* What lossy consumers hold of ended threads' rings unread (lossy_tally). */
 struct lossy_held {
@@ -353,9 +360,9 @@ static void take_rests(unsigned i)
  * slow it. Past LOSSY_HELD_RINGS rings' worth in all, the lossy consumer
  * that holds the most has the rest of those rings taken, counted lost (a
  * slow one then reads their ends at once and goes on; their pages go
- * back); one that holds more than LOSSY_TAKEN_RINGS such rings is dropped,
- * as is the one holding the most when all that is left past the bound was
- * taken already (their headers). J.lock held.
+ * back); one that holds too many such rings (taken_too_many: a stopped one)
+ * is dropped, as is the one holding the most when all that is left past
+ * the bound was taken already (their headers). J.lock held.
  */
 static void bound_lossy_held(void)
 {
@@ -380,7 +387,7 @@ static void bound_lossy_held(void)
                      (unsigned long long)(h.bytes[worst] >> 10), LOSSY_HELD_RINGS);
         } else {
             i = 0;
-            while (i < SLUICE_MAX_CONSUMERS && h.taken[i] <= LOSSY_TAKEN_RINGS) {
+            while (i < SLUICE_MAX_CONSUMERS && !taken_too_many(i, h.taken[i])) {
                 i++;
             }
             if (i == SLUICE_MAX_CONSUMERS) {
@@ -388,8 +395,9 @@ static void bound_lossy_held(void)
             }
             worst = i;
             snprintf(why, sizeof(why),
-                     "lossy, it held %u ended threads' rings unread (bound: %d rings)", h.taken[i],
-                     LOSSY_TAKEN_RINGS);
+                     "lossy, it held %u ended threads' rings unread (bound: %d%s)", h.taken[i],
+                     h.taken[i] > LOSSY_TAKEN_RINGS ? LOSSY_TAKEN_RINGS : LOSSY_TAKEN_QUIET,
+                     h.taken[i] > LOSSY_TAKEN_RINGS ? " rings" : " rings, its socket unread");
         }
         if (!ctl_drop(worst, why)) {
             return;

@@ -38,6 +38,8 @@ exit 0 with an untraced run's stdout and count exactly what the reference does.
   slowlossy a lossy dump slower than a guest that ends many busy threads is not
            dropped: what it could not read in time is counted lost, exactly; the
            guest's rings hold a bounded amount of memory meanwhile
+  laggy    the same for one whose output is read slowly: it lags far behind (more
+           than 128 taken rings unread) but reads, and is not dropped
 
   execsock a traced shell's commands (fork, exec) leave no socket file behind; a
            process whose execve failed is listed again
@@ -1177,6 +1179,55 @@ def case_slowlossy(c):
           % (len(ref), sum(got.values()), sum(lost.values()), sum(ref.values())))
 
 
+def case_laggy(c):
+    """A lossy dump that reads its rings and its control socket but lags far behind (its
+    output, a FIFO, is read slowly by this test while the guest runs), on a guest that ends
+    many busy threads (counters churn: 400 threads 4 at a time, each overrunning its 256 KiB
+    ring): the rest of the ended rings it holds is taken from it, and it holds more than 128
+    of them unread for a while (their ends wait behind its chunks). It must not be taken for
+    a stopped consumer (it was dropped at 129); per thread, its events plus its lost count
+    equal the reference's."""
+    counters = common.need_file(os.path.join(c.args.guests, "counters-x86_64"),
+                                "guest counters-x86_64")
+    churn = ["churn", "400", "0", "20000", "4"]
+    run = Run(c, "laggy", 0, c.xdg, wait=1, env={"SLUICE_RING_BYTES": "256K"},
+              cmd=[counters] + churn[:1] + [c.path("laggy.counters")] + churn[1:],
+              plain=[counters] + churn[:1] + [c.path("plain.counters")] + churn[1:])
+    fifo, out = c.path("laggy.fifo"), c.path("laggy.dump")
+    os.mkfifo(fifo)
+    dump = start(c, [c.args.sluice, "attach", str(run.pid), "--tool", "dump", "--raw", "--lossy",
+                     "-o", fifo], "laggy-dump", run.xdg)
+    guest_done = threading.Event()
+
+    def drain():  # 64 KiB every 20 ms while the guest runs, then as fast as it comes
+        with open(fifo, "rb") as f, open(out, "wb") as o:
+            while True:
+                data = f.read(65536)
+                if not data:
+                    return
+                o.write(data)
+                if not guest_done.is_set():
+                    time.sleep(0.02)
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        run.p.wait(timeout=240)  # sluice run ends with the guest
+    finally:
+        guest_done.set()
+    rc, _, err = finish(dump, 240)
+    reader.join(60)
+    c.check(rc == 0, "the lagging lossy consumer: exit %s, stderr %r" % (rc, err[-400:]))
+    run.finish(240)
+    ref = ref_events(run)
+    got, lost = dump_events(out)
+    wrong = [(t, got[t], lost[t], want) for t, want in ref.items() if got[t] + lost[t] != want]
+    c.check(not wrong, "lagging lossy dump, per thread (tid, events, lost, reference): %s of %d "
+            "differ: %s" % (len(wrong), len(ref), wrong[:4]))
+    c.check(sum(lost.values()) > 0, "the lagging lossy dump lost nothing: nothing was tested")
+    print("laggy: %d threads, %d events delivered + %d lost = the reference's %d"
+          % (len(ref), sum(got.values()), sum(lost.values()), sum(ref.values())))
+
+
 def stats_rows(path):
     """{tid: delivered + lost} of a `stats --json` report."""
     threads = json.loads(slurp(path))["threads"]
@@ -1443,7 +1494,7 @@ CASES = {"windows": case_windows, "kill": case_kill, "uid": case_uid, "garbage":
          "ls": case_ls, "lossy": case_lossy, "rogue": case_rogue, "zero": case_zero,
          "bare": case_bare, "forks": case_forks, "once": case_once, "stopped": case_stopped,
          "blocked": case_blocked, "clobber": case_clobber, "execsock": case_execsock,
-         "timeout": case_timeout, "slowlossy": case_slowlossy}
+         "timeout": case_timeout, "slowlossy": case_slowlossy, "laggy": case_laggy}
 
 
 def main():
