@@ -306,7 +306,7 @@ int ctl_backlogged(unsigned i)
         /* SIOCOUTQ: bytes sent on it that the consumer has not read, as the buffer counts them. */
         backlogged = ioctl(reg.c[i].fd, SIOCOUTQ, &queued) == 0 &&
                      getsockopt(reg.c[i].fd, SOL_SOCKET, SO_SNDBUF, &buf, &len) == 0 &&
-                     queued >= buf / 4;
+                     queued >= buf / 4 * 3;
         fds_unlock();
     }
     pthread_mutex_unlock(&reg.lock);

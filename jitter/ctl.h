@@ -40,10 +40,12 @@ void ctl_wait_attach(void);
 unsigned ctl_drop_holders(int lossy_only, const char *why);
 
 /**
- * Whether the consumer in slot @p i has left a quarter or more of its
- * control socket's buffer unread (the announcements of new threads, say):
- * it does not read it, as a stopped one does not (one that reads takes
- * each message within moments). 0 if the slot holds no attached consumer.
+ * Whether the consumer in slot @p i has left three quarters or more of its
+ * control socket's buffer unread (the announcements of new threads: about
+ * 120 of them here): it does not read it, as a stopped one does not (one
+ * that reads takes each message within moments, unless it has no CPU),
+ * and the socket is close to full (a full one holds thread starts back).
+ * 0 if the slot holds no attached consumer.
  * Any thread, under the ring-list lock.
  */
 int ctl_backlogged(unsigned i);

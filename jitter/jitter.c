@@ -284,22 +284,17 @@ static void j_publish(struct sluice_thread_slot *slot)
 #define LOSSY_HELD_RINGS 16
 
 /*
- * Ended threads' rings a lossy consumer may hold unread once their rest was
- * taken (a header page each): past the first, if it does not read its
- * control socket either (ctl_backlogged()), it stopped, and is dropped
- * before that socket fills with the announcements of new threads (which
- * would hold the guest's thread starts back: ctl.c); past the second,
- * whatever it does (16 MiB of headers). One that reads but lags finishes a
- * taken ring once the chunks before it are delivered, in its time.
+ * Ended threads' rings a lossy consumer may hold unread: past the first,
+ * taken or not, if it does not read its control socket either
+ * (ctl_backlogged()), it stopped, and is dropped before that socket fills
+ * with the announcements of new threads (which would hold the guest's
+ * thread starts back: ctl.c); past the second, of rings whose rest was
+ * taken (a header page each: 16 MiB), whatever it does. One that reads but
+ * lags finishes a taken ring once the chunks before it are delivered, in
+ * its time.
  */
-#define LOSSY_TAKEN_QUIET 128
+#define LOSSY_HELD_QUIET 128
 #define LOSSY_TAKEN_RINGS 4096
-
-/* Whether lossy consumer @p i, holding @p taken taken rings, is to be dropped for them. */
-static int taken_too_many(unsigned i, unsigned taken)
-{
-    return taken > LOSSY_TAKEN_RINGS || (taken > LOSSY_TAKEN_QUIET && ctl_backlogged(i));
-}
 
 /* What lossy consumers hold of ended threads' rings unread (lossy_tally). */
 struct lossy_held {
@@ -334,6 +329,26 @@ static void lossy_tally(struct lossy_held *h)
     }
 }
 
+/* Why lossy consumer @p i is to be dropped for the rings @p h says it holds, into @p why
+ * (@p n bytes), or 0 if it is not. */
+static int held_too_many(unsigned i, const struct lossy_held *h, char *why, size_t n)
+{
+    unsigned held = h->taken[i] + h->untaken[i];
+
+    if (h->taken[i] > LOSSY_TAKEN_RINGS) {
+        snprintf(why, n, "lossy, it held %u ended threads' rings unread (bound: %d rings)",
+                 h->taken[i], LOSSY_TAKEN_RINGS);
+        return 1;
+    }
+    if (held > LOSSY_HELD_QUIET && ctl_backlogged(i)) {
+        snprintf(why, n,
+                 "lossy, it held %u ended threads' rings unread (bound: %d, its socket unread)",
+                 held, LOSSY_HELD_QUIET);
+        return 1;
+    }
+    return 0;
+}
+
 /*
  * Take from lossy consumer @p i the rest of every ended thread's ring it
  * holds unread, counted lost (lossy_take_rest): it reads their ends at
@@ -360,7 +375,7 @@ static void take_rests(unsigned i)
  * slow it. Past LOSSY_HELD_RINGS rings' worth in all, the lossy consumer
  * that holds the most has the rest of those rings taken, counted lost (a
  * slow one then reads their ends at once and goes on; their pages go
- * back); one that holds too many such rings (taken_too_many: a stopped one)
+ * back); one that holds too many rings (held_too_many: a stopped one)
  * is dropped, as is the one holding the most when all that is left past
  * the bound was taken already (their headers). J.lock held.
  */
@@ -387,17 +402,13 @@ static void bound_lossy_held(void)
                      (unsigned long long)(h.bytes[worst] >> 10), LOSSY_HELD_RINGS);
         } else {
             i = 0;
-            while (i < SLUICE_MAX_CONSUMERS && !taken_too_many(i, h.taken[i])) {
+            while (i < SLUICE_MAX_CONSUMERS && !held_too_many(i, &h, why, sizeof(why))) {
                 i++;
             }
             if (i == SLUICE_MAX_CONSUMERS) {
                 return;
             }
             worst = i;
-            snprintf(why, sizeof(why),
-                     "lossy, it held %u ended threads' rings unread (bound: %d%s)", h.taken[i],
-                     h.taken[i] > LOSSY_TAKEN_RINGS ? LOSSY_TAKEN_RINGS : LOSSY_TAKEN_QUIET,
-                     h.taken[i] > LOSSY_TAKEN_RINGS ? " rings" : " rings, its socket unread");
         }
         if (!ctl_drop(worst, why)) {
             return;
