@@ -100,14 +100,15 @@ def check_restart(args, tmp, arch):
     act = common.fresh(os.path.join(tmp, "restart-%s.dump" % arch))
     rc, out, err = common.run([args.sluice, "run", "--syscalls", "--tool", "dump", "--no-disasm",
                                "-o", act, "--", prog])  # (names, not --raw's numbers)
-    said = re.match(rb"read returned (-?\d+) after (\d+) signals", out)
+    said = re.match(rb"read returned (-?\d+) after (\d+) signals in pid (\d+)", out)
     problems = []
     if rc != 0 or not said or not os.path.exists(act):
         problems.append("sluice exit %d, stdout %r, stderr %r" % (rc, out[:200], err[-300:]))
     else:
         with open(act) as f:
             lines = f.read().splitlines()
-        parent = lines[0].split()[0] if lines else ""
+        # (the guest's own pid: the child that writes to the pipe may come first in the dump)
+        parent = said.group(3).decode()
         rets = [l.split(" = ")[1].split()[0] for l in lines
                 if l.startswith(parent + " SYSRET read = ")]
         sigrets = sum(1 for l in lines if re.match(re.escape(parent) + r" SYSCALL (rt_)?sigreturn\(", l))

@@ -751,8 +751,10 @@ def churn_arena(c, silent=False):
     # The jitter kept them all while any consumer was attached: 2000 small threads left
     # about 33 MiB with 1 MiB rings (a thread that fills its ring leaves all of it).
     # silent: a lossy consumer that never reads is attached too (as a stopped one), and 60
-    # threads fill their rings (200 000 bumps each); it holds every ended ring unread, and must
-    # be dropped past 16 rings' worth (it pinned all 60 MiB).
+    # threads fill their rings (200 000 bumps each); it holds every ended ring unread: past 16
+    # rings' worth, their rest is taken from it and their pages go back (it pinned all 60
+    # MiB). (Not dropped: 60 rings and announcements are under the bounds that tell a stopped
+    # consumer, e2e-attach-stopped's case.)
     n, what = (60, "silent") if silent else (2000, "")
     cmd = [c.args.sluice, "run", "--tool", "stats", "-o", c.path("arena%s.stats" % what)] + \
         (["--wait-attach", "1"] if silent else []) + \
@@ -776,8 +778,8 @@ def churn_arena(c, silent=False):
     if p.returncode != 0 or not line.startswith(b"%d threads" % n):
         problems.append("sluice run: exit %d, guest said %r, stderr %r"
                         % (p.returncode, line, err[-300:]))
-    if silent and (sock is None or b"dropped: lossy, it held" not in err):
-        problems.append("the silent lossy consumer was not dropped: stderr %r" % err[-300:])
+    if silent and sock is None:
+        problems.append("the silent lossy consumer could not attach: stderr %r" % err[-300:])
     if held is None:
         problems.append("no ring arena found in sluice run's children")
     elif held > most << 20:

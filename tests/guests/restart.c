@@ -4,7 +4,7 @@
  * for restarts (SA_RESTART): the kernel (QEMU here) runs the read again
  * after each handler, so the guest sees one return only, and no sigreturn
  * returns anything. Prints what the guest saw and counted itself:
- *   read returned R after N signals
+ *   read returned R after N signals in pid P
  * (exact.py checks a --syscalls trace against it.)
  */
 #include <signal.h>
@@ -47,6 +47,6 @@ int main(void)
     setitimer(ITIMER_REAL, &stop, NULL);
     n = handled;
     wait(NULL);
-    printf("read returned %zd after %d signals\n", r, n);
+    printf("read returned %zd after %d signals in pid %d\n", r, n, (int)getpid());
     return 0;
 }
