@@ -1149,6 +1149,31 @@ def case_lossy(c):
     print("lossy stats: %s delivered + lost = %s" % (t, have))
 
 
+def churn_run(c, name, threads, at_once, wait=1):
+    """`sluice run` of counters churn: @p threads busy threads, @p at_once at a time, each
+    overrunning its 256 KiB ring, held for @p wait attaches, the reference counting."""
+    counters = common.need_file(os.path.join(c.args.guests, "counters-x86_64"),
+                                "guest counters-x86_64")
+    churn = ["churn", str(threads), "0", "20000", str(at_once)]
+    return Run(c, name, 0, c.xdg, wait=wait, env={"SLUICE_RING_BYTES": "256K"},
+               cmd=[counters] + churn[:1] + [c.path(name + ".counters")] + churn[1:],
+               plain=[counters] + churn[:1] + [c.path("plain.counters")] + churn[1:])
+
+
+def check_lossy_dump(c, name, run, dump_out):
+    """Per thread, a lossy dump's events plus its lost count equal run's reference, and it
+    lost something (else nothing was tested)."""
+    ref = ref_events(run)
+    got, lost = dump_events(dump_out)
+    wrong = [(t, got[t], lost[t], want) for t, want in ref.items() if got[t] + lost[t] != want]
+    c.check(not wrong, "%s: lossy dump, per thread (tid, events, lost, reference): %s of %d "
+            "differ: %s" % (name, len(wrong), len(ref), wrong[:4]))
+    c.check(sum(lost.values()) > 0, "%s: the lossy dump lost nothing: it kept up, nothing was "
+            "tested" % name)
+    print("%s: %d threads, %d events delivered + %d lost = the reference's %d"
+          % (name, len(ref), sum(got.values()), sum(lost.values()), sum(ref.values())))
+
+
 def case_slowlossy(c):
     """A lossy consumer that runs but is slower than the guest (a dump, `--raw`), on a guest
     that ends many busy threads (counters churn: 240 threads 16 at a time, each overrunning
@@ -1156,27 +1181,14 @@ def case_slowlossy(c):
     for holding more than 16 rings of ended threads unread: exit 1, nothing after the
     drop); what it could not read in time is counted lost, so per thread its events plus
     its lost count equal the reference's."""
-    counters = common.need_file(os.path.join(c.args.guests, "counters-x86_64"),
-                                "guest counters-x86_64")
-    churn = ["churn", "240", "0", "20000", "16"]
-    run = Run(c, "slowlossy", 0, c.xdg, wait=1, env={"SLUICE_RING_BYTES": "256K"},
-              cmd=[counters] + churn[:1] + [c.path("slowlossy.counters")] + churn[1:],
-              plain=[counters] + churn[:1] + [c.path("plain.counters")] + churn[1:])
+    run = churn_run(c, "slowlossy", 240, 16)
     arena = ArenaPeak(run.pid)
     dump, dump_out = c.attach(run.pid, "slowlossy-dump", run.xdg, "dump", ["--lossy"])
     rc, _, err = finish(dump, 240)
     c.check(rc == 0, "the slow lossy consumer: exit %s, stderr %r" % (rc, err[-400:]))
     run.finish(240)
     check_arena_peak(c, "slowlossy", arena.stop(), 17, 0)
-    ref = ref_events(run)
-    got, lost = dump_events(dump_out)
-    wrong = [(t, got[t], lost[t], want) for t, want in ref.items() if got[t] + lost[t] != want]
-    c.check(not wrong, "slow lossy dump, per thread (tid, events, lost, reference): %s of %d "
-            "differ: %s" % (len(wrong), len(ref), wrong[:4]))
-    c.check(sum(lost.values()) > 0, "the slow lossy dump lost nothing: it kept up, nothing was "
-            "tested")
-    print("slowlossy: %d threads, %d events delivered + %d lost = the reference's %d"
-          % (len(ref), sum(got.values()), sum(lost.values()), sum(ref.values())))
+    check_lossy_dump(c, "slowlossy", run, dump_out)
 
 
 def case_laggy(c):
@@ -1185,14 +1197,9 @@ def case_laggy(c):
     many busy threads (counters churn: 400 threads 4 at a time, each overrunning its 256 KiB
     ring): the rest of the ended rings it holds is taken from it, and it holds more than 128
     of them unread for a while (their ends wait behind its chunks). It must not be taken for
-    a stopped consumer (it was dropped at 129); per thread, its events plus its lost count
+    a stopped consumer (it was dropped past 128); per thread, its events plus its lost count
     equal the reference's."""
-    counters = common.need_file(os.path.join(c.args.guests, "counters-x86_64"),
-                                "guest counters-x86_64")
-    churn = ["churn", "400", "0", "20000", "4"]
-    run = Run(c, "laggy", 0, c.xdg, wait=1, env={"SLUICE_RING_BYTES": "256K"},
-              cmd=[counters] + churn[:1] + [c.path("laggy.counters")] + churn[1:],
-              plain=[counters] + churn[:1] + [c.path("plain.counters")] + churn[1:])
+    run = churn_run(c, "laggy", 400, 4)
     fifo, out = c.path("laggy.fifo"), c.path("laggy.dump")
     os.mkfifo(fifo)
     dump = start(c, [c.args.sluice, "attach", str(run.pid), "--tool", "dump", "--raw", "--lossy",
@@ -1218,14 +1225,7 @@ def case_laggy(c):
     reader.join(60)
     c.check(rc == 0, "the lagging lossy consumer: exit %s, stderr %r" % (rc, err[-400:]))
     run.finish(240)
-    ref = ref_events(run)
-    got, lost = dump_events(out)
-    wrong = [(t, got[t], lost[t], want) for t, want in ref.items() if got[t] + lost[t] != want]
-    c.check(not wrong, "lagging lossy dump, per thread (tid, events, lost, reference): %s of %d "
-            "differ: %s" % (len(wrong), len(ref), wrong[:4]))
-    c.check(sum(lost.values()) > 0, "the lagging lossy dump lost nothing: nothing was tested")
-    print("laggy: %d threads, %d events delivered + %d lost = the reference's %d"
-          % (len(ref), sum(got.values()), sum(lost.values()), sum(ref.values())))
+    check_lossy_dump(c, "laggy", run, out)
 
 
 def stats_rows(path):
@@ -1338,12 +1338,7 @@ def case_stopped(c):
     within seconds and says why it was dropped. A third, stopped before the guest started,
     dropped too, then detached (SIGINT) and continued, must say it was dropped, in its --json
     report too, and exit 1."""
-    counters = common.need_file(os.path.join(c.args.guests, "counters-x86_64"),
-                                "guest counters-x86_64")
-    churn = ["churn", "300", "0", "20000", "2"]
-    run = Run(c, "stopped", 0, c.xdg, wait=3, env={"SLUICE_RING_BYTES": "256K"},
-              cmd=[counters] + churn[:1] + [c.path("stopped.counters")] + churn[1:],
-              plain=[counters] + churn[:1] + [c.path("plain.counters")] + churn[1:])
+    run = churn_run(c, "stopped", 300, 2, wait=3)
     stopped, stopped_out = c.attach(run.pid, "stopped-stats", run.xdg, "stats",
                                     ["--lossy", "--json"])
     # (pcsum: its --json report must say so too; it had no "error" before)

@@ -230,6 +230,11 @@ def damaged(args, tmp, name, trace, whole, how, edit, problems, maps_move=False)
     return rc, "\n".join(lines), got
 
 
+def cut_out(frame):
+    """An edit for damaged(): frame (as frames() lists it) cut out of the file whole."""
+    return lambda d: d.__delitem__(slice(frame[0], frame[0] + FRAME.size + frame[4]))
+
+
 def check_damage(args, tmp, name, trace, whole, problems):
     fr = frames(trace)
     chunks = [f for f in fr if f[1] == CHUNK]
@@ -328,9 +333,8 @@ def check_damage(args, tmp, name, trace, whole, problems):
             and fr[k - 1][2] == f[2]]  # its own ring's chunk, not another thread's
     if ends:
         last = fr[ends[0] - 1]
-        rc, err, _ = damaged(args, tmp, name, trace, whole, "droplast",
-                             lambda d: d.__delitem__(slice(last[0], last[0] + FRAME.size
-                                                           + last[4])), problems)
+        rc, err, _ = damaged(args, tmp, name, trace, whole, "droplast", cut_out(last),
+                             problems)
         if rc == 0 or "ended after" not in err:
             problems.append("%s droplast: exit %d, %r: want a non-zero exit saying the thread's "
                             "last chunk is missing" % (name, rc, err))
@@ -338,9 +342,7 @@ def check_damage(args, tmp, name, trace, whole, problems):
     # trace is whole but its end is not in the file, which must be named (it passed).
     end = next((f for f in fr if f[1] == 5), None)
     if end:
-        rc, err, _ = damaged(args, tmp, name, trace, whole, "dropend",
-                             lambda d: d.__delitem__(slice(end[0], end[0] + FRAME.size
-                                                           + end[4])), problems)
+        rc, err, _ = damaged(args, tmp, name, trace, whole, "dropend", cut_out(end), problems)
         if rc == 0 or "no end" not in err:
             problems.append("%s dropend: exit %d, %r: want a non-zero exit saying a thread's "
                             "end is not in the file" % (name, rc, err))

@@ -522,6 +522,16 @@ def check_twice_cov(args, tmp, problems):
                         % (rc, err[-300:], lib))
 
 
+def run_replaced(args, out, lib, mode, extra=()):
+    """`sluice run --tool dump [extra] -o out -- replaced FIRST SECOND lib mode`: (exit,
+    stdout, stderr as text)."""
+    guest = [os.path.join(args.guests, f)
+             for f in ("replaced-x86_64", "replaced-first.so", "replaced-second.so")]
+    rc, stdout, err = common.run([args.sluice, "run", "--tool", "dump"] + list(extra) +
+                                 ["-o", out, "--"] + guest + [lib, mode])
+    return rc, stdout, err.decode(errors="replace")
+
+
 def check_inplace(args, tmp, problems):
     """The replaced guest with `inplace`: the library it loaded is rewritten in place before its
     code runs, its modification time set back (same inode, size and time: `cp -p` into the same
@@ -529,12 +539,7 @@ def check_inplace(args, tmp, problems):
     path@offset (it named it from the rewritten file, in silence)."""
     lib = os.path.join(tmp, "libx-inplace.so")
     out = os.path.join(tmp, "inplace.dump")
-    rc, stdout, err = common.run(
-        [args.sluice, "run", "--tool", "dump", "-o", out, "--",
-         os.path.join(args.guests, "replaced-x86_64"),
-         os.path.join(args.guests, "replaced-first.so"),
-         os.path.join(args.guests, "replaced-second.so"), lib, "inplace"])
-    err = err.decode(errors="replace")
+    rc, stdout, err = run_replaced(args, out, lib, "inplace")
     said = [l for l in err.splitlines() if lib in l and "not the file the trace ran" in l]
     name = re.escape(os.path.basename(lib))
     with open(out, errors="replace") as f:
@@ -556,11 +561,7 @@ def check_linked(args, tmp, problems):
     (the second was named by the first: the jitter kept an inode's first path)."""
     lib = os.path.join(tmp, "libx-linked.so")
     out = os.path.join(tmp, "linked.dump")
-    rc, stdout, err = common.run(
-        [args.sluice, "run", "--tool", "dump", "--no-disasm", "-o", out, "--",
-         os.path.join(args.guests, "replaced-x86_64"),
-         os.path.join(args.guests, "replaced-first.so"),
-         os.path.join(args.guests, "replaced-second.so"), lib, "linked"])
+    rc, stdout, err = run_replaced(args, out, lib, "linked", ["--no-disasm"])
     with open(out, errors="replace") as f:
         names = [m.group(1) for m in (re.match(r"^\d+ 0x[0-9a-f]+ (\S+)!replaced_sum\+0x0$", l)
                                       for l in f) if m]
