@@ -241,7 +241,7 @@ void ring_retire(struct ring *r)
 
 int ring_done(const struct ring *r)
 {
-    return !unread_of(r, __atomic_load_n(&r->open_slots, __ATOMIC_ACQUIRE));
+    return !ring_unread(r);
 }
 
 void ring_destroy(struct ring *r, int give_back)

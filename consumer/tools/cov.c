@@ -17,8 +17,9 @@
  * the highest mapping code ran in): a file loaded twice at two addresses
  * is two modules of one path, as DynamoRIO lists them, so that base +
  * start is where each block ran. Each distinct block (module, start, size)
- * is listed once, in the order first seen. Blocks in anonymous memory (JIT code) have no module:
- * they are counted and left out, and the report says so on stderr.
+ * is listed once, in the order first seen. Blocks in anonymous memory (JIT
+ * code) have no module: they are counted and left out, and the report says
+ * so on stderr.
  *
  * Threads: `block` on workers resolves the block's module (sluice_map__at);
  * `trace` on the ordering thread keeps the tables; report on the main

@@ -321,20 +321,10 @@ class ArenaPeak(threading.Thread):
         self.pid, self.peak, self.done = pid, 0, threading.Event()
         self.start()
 
-    def sample(self):
-        fds = "/proc/%d/fd" % self.pid
-        for fd in os.listdir(fds):
-            try:
-                if os.readlink(os.path.join(fds, fd)).startswith("/memfd:sluice-rings"):
-                    return os.stat(os.path.join(fds, fd)).st_blocks * 512
-            except OSError:
-                pass
-        return 0
-
     def run(self):
         while not self.done.wait(0.02):
             try:
-                self.peak = max(self.peak, self.sample())
+                self.peak = max(self.peak, common.arena_bytes(self.pid) or 0)
             except OSError:
                 return  # the process ended
 

@@ -219,3 +219,16 @@ def elf_loads(arch, prog):
     if not loads:
         fail("%s: readelf shows no LOAD header" % prog)
     return loads
+
+
+def arena_bytes(pid):
+    """Bytes the kernel holds for process pid's ring arena (the allocated blocks of its memfd,
+    as stat(2) counts them), or None if it has none."""
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        path = "/proc/%d/fd/%s" % (pid, fd)
+        try:
+            if os.readlink(path).startswith("/memfd:sluice-rings"):
+                return os.stat(path).st_blocks * 512
+        except OSError:
+            pass
+    return None

@@ -733,19 +733,6 @@ CHURN_RSS_MIB = 32
 CHURN_ARENA_MIB = 6
 
 
-def arena_bytes(pid):
-    """Bytes the kernel holds for process pid's ring arena (the allocated blocks of its memfd,
-    as stat(2) counts them), or None if it has none."""
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        path = "/proc/%d/fd/%s" % (pid, fd)
-        try:
-            if os.readlink(path).startswith("/memfd:sluice-rings"):
-                return os.stat(path).st_blocks * 512
-        except OSError:
-            pass
-    return None
-
-
 def churn_arena(c, silent=False):
     # An exited thread's ring goes back to the kernel once every consumer is done with it.
     # The jitter kept them all while any consumer was attached: 2000 small threads left
@@ -768,7 +755,7 @@ def churn_arena(c, silent=False):
     try:
         with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
             kids = [int(k) for k in f.read().split()]
-        held = next((b for b in map(arena_bytes, kids) if b is not None), None)
+        held = next((b for b in map(common.arena_bytes, kids) if b is not None), None)
     except OSError:
         pass
     out, err = p.communicate(timeout=600)
