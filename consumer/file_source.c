@@ -731,6 +731,28 @@ static void file_frames(struct file_read *f)
     }
 }
 
+/*
+ * Name the threads whose end a cut recording does not reach: what a tool
+ * says of each (stats' counts) is of its records before the cut alone.
+ * Eight tids at most, then how many in all.
+ */
+static void say_cut_threads(struct file_read *f)
+{
+    char list[128] = "";
+    size_t i, n = 0, used = 0;
+
+    for (i = 0; i < f->n_rings; i++) {
+        if (f->rings[i] && !f->rings[i]->file_done && n++ < 8) {
+            used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%u", n > 1 ? ", " : "",
+                                     f->rings[i]->info.tid);
+        }
+    }
+    if (n > 0) {
+        session_error(f->s, -EPROTO, "%s: the file ends before the end of %zu thread%s: tid %s%s",
+                      f->rd.path, n, n == 1 ? "" : "s", list, n > 8 ? ", ..." : "");
+    }
+}
+
 /* The rings left open (a file cut short, or an end cut out), ended; and why they were. */
 static void file_finish(struct file_read *f)
 {
@@ -751,6 +773,9 @@ static void file_finish(struct file_read *f)
         session_error(f->s, -EPROTO, "%s: no END frame: the recording was cut short (%s)",
                       f->rd.path,
                       f->s->n_rings ? "what came before was read" : "before any guest thread");
+    }
+    if (f->rd.cut[0] || (!f->ended && !__atomic_load_n(&f->s->detaching, __ATOMIC_ACQUIRE))) {
+        say_cut_threads(f);
     }
     for (i = 0; i < f->n_rings; i++) {
         if (f->rings[i] && !f->rings[i]->file_done) {

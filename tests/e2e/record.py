@@ -18,7 +18,8 @@ names the file and the frame (the chunk and its thread, or the byte offset),
 exit non-zero, and still deliver every chunk before the damage, in order:
 
   cut       the file cut inside a chunk (no index, no end): each thread's
-            lines are a prefix of the full dump, all chunks before the cut read
+            lines are a prefix of the full dump, all chunks before the cut read,
+            and the threads the file started but did not end named
   payload   one byte of a chunk's payload changed: that thread's lines stop
             exactly where the chunk starts (its exec events are the index's
             count before it), the other threads are whole
@@ -69,7 +70,7 @@ import time
 import common
 
 FRAME = struct.Struct("<IHHIIQQ4Q")
-RING, CHUNK, INDEX_T, TRAILER = 2, 4, 7, 8
+RING, CHUNK, RING_END, INDEX_T, TRAILER = 2, 4, 5, 7, 8
 
 
 def per_thread(path):
@@ -248,6 +249,19 @@ def check_damage(args, tmp, name, trace, whole, problems):
     if rc == 0 or "cut short" not in err or "byte %d" % mid[0] not in err:
         problems.append("%s cut: exit %d, %r: want a non-zero exit naming the frame at byte %d"
                         % (name, rc, err, mid[0]))
+    # Every thread the file starts before the cut and ends after it is named as cut short
+    # (stats' counts of them are partial; nothing said which, before), and no other: the
+    # count, and the first eight tids in the file's order.
+    cut_at = mid[0] + FRAME.size + mid[4] // 2
+    ended = {f[2] for f in fr if f[1] == RING_END and f[0] < cut_at}
+    want = [f[3][0] >> 32 for f in sorted(fr, key=lambda f: f[2])
+            if f[1] == RING and f[0] < cut_at and f[2] not in ended]
+    said = re.search(r"the file ends before the end of (\d+) threads?: tid ([\d, ]+)", err)
+    named = (int(said.group(1)), [int(t) for t in said.group(2).strip(", ").split(", ")]) \
+        if said else (0, [])
+    if named != (len(want), want[:8]):
+        problems.append("%s cut: threads named as cut short %r, want %r (started before the "
+                        "cut, ended after it): %r" % (name, named, want, err))
     before = collections.Counter(f[2] for f in chunks if f[0] < mid[0])
     if sum(len(v) for v in got.values()) == 0 or len(got) < len(before):
         problems.append("%s cut: the %d chunks before the cut were not delivered"
