@@ -51,11 +51,30 @@ static int ring_ended(struct ring_state *r)
 }
 
 /*
+ * Whether @p r is still the ring we were given, our slot in it open: when
+ * the jitter drops us it closes our slots, then may give the ring's pages
+ * back (they read as zeros: no head, never closed) or its place to
+ * another thread's ring.
+ */
+static int ring_still_ours(const struct ring_state *r)
+{
+    const struct sluice_ring_hdr *h = r->rd.hdr;
+
+    return ring_reader__slot_open(&r->rd) &&
+           __atomic_load_n(&h->magic, __ATOMIC_RELAXED) == SLUICE_RING_MAGIC &&
+           __atomic_load_n(&h->pid, __ATOMIC_RELAXED) == r->info.pid &&
+           __atomic_load_n(&h->tid, __ATOMIC_RELAXED) == r->info.tid &&
+           __atomic_load_n(&h->seq, __ATOMIC_RELAXED) == r->info.seq;
+}
+
+/*
  * After an error: once every span taken is out of the workers' hands (the
  * producer must not overwrite a span being decoded), keep releasing the
  * ring until it ends, so a lossless producer is never blocked by a reader
  * that gave up on it. (Not until rd.pos: on a lossy ring the producer moves
- * it past spans we never took, which are never released.)
+ * it past spans we never took, which are never released.) A ring no longer
+ * ours (we were dropped) has no producer waiting for us and may never end:
+ * done.
  */
 static enum reader_step discard_step(struct ring_state *r)
 {
@@ -63,6 +82,9 @@ static enum reader_step discard_step(struct ring_state *r)
 
     if (__atomic_load_n(&r->released, __ATOMIC_ACQUIRE) < r->taken) {
         return READER_RETRY;
+    }
+    if (!ring_still_ours(r)) {
+        return READER_DONE;
     }
     ended = ring_ended(r); /* before the discard: then its head is the last */
     ring_reader__discard(&r->rd);
@@ -252,8 +274,9 @@ static int read_chunk(struct ring_state *r)
 /*
  * Whether a detach stops this ring now: the first time the reader sees
  * the detach it notes where the producer had published (what was written
- * before the call is read), and it stops once it got there. Never salvage
- * then: the producer is alive.
+ * before the call is read), and it stops once it got there, or once the
+ * ring is no longer ours (the jitter dropped us meanwhile: its head may
+ * never get there again). Never salvage then: the producer is alive.
  */
 static int detached_here(struct ring_state *r)
 {
@@ -262,6 +285,10 @@ static int detached_here(struct ring_state *r)
     }
     if (r->stop == UINT64_MAX) {
         r->stop = ring_reader__head(&r->rd);
+    }
+    if (r->rd.pos < r->stop && !ring_still_ours(r)) {
+        dropped(r);
+        return 1;
     }
     return r->rd.pos >= r->stop;
 }

@@ -32,7 +32,8 @@ exit 0 with an untraced run's stdout and count exactly what the reference does.
            window records a pc twice, and none is left empty by those before it;
            one attached while another is says how many pcs it will not see
   stopped  two lossy consumers, one SIGSTOPped: the jitter drops it alone (it holds
-           too many ended threads' rings), it exits once continued and says why;
+           too many ended threads' rings), it exits once continued and says why (also
+           when it is told to detach first);
            the other's delivered + lost equals the reference, per thread; the
            guest's rings hold a bounded amount of memory meanwhile
   slowlossy a lossy dump slower than a guest that ends many busy threads is not
@@ -1340,12 +1341,21 @@ def case_stopped(c):
     arena = ArenaPeak(run.pid)
     healthy, healthy_out = c.attach(run.pid, "healthy-stats", run.xdg, "stats",
                                     ["--lossy", "--json"])
+    # (detached after its drop, mid-ring: its readers spun on the freed rings forever)
+    stopint, _ = c.attach(run.pid, "stopint-dump", run.xdg, "dump", ["--lossy", "--raw"])
     time.sleep(0.5)  # the guest runs (about 3 s): stopped now, its readers are mid-ring
     stopped.send_signal(signal.SIGSTOP)
+    stopint.send_signal(signal.SIGSTOP)
     rc, _, err = finish(healthy, 240)
     c.check(rc == 0, "the consumer that kept up: exit %s, stderr %r" % (rc, err[-400:]))
     run.finish(240)
-    check_arena_peak(c, "stopped", arena.stop(), 3, 2)
+    check_arena_peak(c, "stopped", arena.stop(), 3, 3)
+    stopint.send_signal(signal.SIGINT)
+    stopint.send_signal(signal.SIGCONT)
+    rc, _, err = finish(stopint, 20)
+    c.check(rc == 1 and b"lossy, it held" in err,
+            "the consumer stopped mid-ring, dropped, then detached: exit %s (None: still "
+            "running 20 s after), stderr %r" % (rc, err[-600:]))
     # Dropped, then told to detach: that is no clean detach of an empty trace.
     early.send_signal(signal.SIGINT)
     early.send_signal(signal.SIGCONT)
