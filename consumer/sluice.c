@@ -513,6 +513,69 @@ static const char *nofile_hint(int err)
     return err == EMFILE ? " (ulimit -n)" : "";
 }
 
+/*
+ * -o FILE is opened without emptying it, and emptied when output may first
+ * come: the session's first `thread` call (the tools write in their
+ * ordering-thread callbacks and their report), or the report. So a command
+ * refused once the file is open (no such process, not a trace file, a guest
+ * that never started) leaves it as it was, or removes it if it made it.
+ * Main thread; the ordering thread's `thread` callback while the session
+ * runs (never both at once: the session's run returns after its last call).
+ */
+static struct {
+    int fd;           /* -o FILE's descriptor, or -1 */
+    int pending;      /* not emptied yet */
+    int created;      /* made by this command */
+    const char *path; /* -o FILE */
+    void (*thread)(void *, const struct sluice_thread_info *, int); /* the tool's */
+} out_file = {.fd = -1};
+
+/* Empty -o FILE if it is not yet (a regular file: a FIFO or a device has nothing to empty). */
+static void output_begin(void)
+{
+    struct stat st;
+
+    if (!out_file.pending) {
+        return;
+    }
+    out_file.pending = 0;
+    if (fstat(out_file.fd, &st) == 0 && S_ISREG(st.st_mode) && ftruncate(out_file.fd, 0) != 0) {
+        fprintf(stderr, "sluice: %s: cannot empty it: %s\n", out_file.path, strerror(errno));
+    }
+}
+
+/* The tool's `thread` callback, behind output_begin(). Ordering thread. */
+static void output_thread(void *user, const struct sluice_thread_info *t, int started)
+{
+    output_begin();
+    if (out_file.thread) {
+        out_file.thread(user, t, started);
+    }
+}
+
+/* Have -o FILE emptied at the session's first `thread` call (after the tool's setup). */
+static void output_watch(struct sluice_callbacks *cb)
+{
+    if (out_file.pending) {
+        out_file.thread = cb->thread;
+        cb->thread = output_thread;
+    }
+}
+
+/* A command refused after the tool's output was opened: close it, -o FILE as it was (or
+ * removed, if this command made it and wrote nothing). */
+static void output_abandon(struct tool_env *env)
+{
+    if (env->out != stderr) {
+        fclose(env->out);
+        env->out = stderr;
+    }
+    if (out_file.pending && out_file.created) {
+        unlink(out_file.path);
+    }
+    out_file.pending = 0;
+}
+
 /* Create the session on sv[0] and start QEMU on sv[1]. Returns the pid or -1. */
 static pid_t start(const struct run_args *a, const struct run_paths *p, struct tool_env *env,
                    struct sluice_session **sp)
@@ -531,6 +594,7 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
         return -1;
     }
     a->tool->setup(env, &cb);
+    output_watch(&cb);
     *sp = sluice_session__new(sv[0], &cb, &opts); /* sends HELLO now */
     if (!*sp && a->record) {
         fprintf(stderr, "sluice: starting the consumer, recording to %s: %s%s\n", a->record,
@@ -810,13 +874,30 @@ static int open_outputs(const struct run_args *a, struct tool_env *env,
             return 2;
         }
     }
-    if (path && !(env->out = fopen(path, "we"))) {
-        fprintf(stderr, "sluice: %s: %s\n", a->out, strerror(errno));
-        env->out = stderr;
-        if (a->record && created) {
-            unlink(a->record); /* made just now, for nothing */
+    if (path) {
+        int made = stat(path, &out) != 0, err;
+
+        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666); /* not emptied: output_begin() */
+        env->out = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (!env->out) {
+            err = errno;
+            fprintf(stderr, "sluice: %s: %s\n", a->out, strerror(err));
+            env->out = stderr;
+            if (fd >= 0) {
+                close(fd);
+            }
+            if (made && fd >= 0) {
+                unlink(path);
+            }
+            if (a->record && created) {
+                unlink(a->record); /* made just now, for nothing */
+            }
+            return 2;
         }
-        return 2;
+        out_file.fd = fd;
+        out_file.pending = 1;
+        out_file.created = made;
+        out_file.path = path;
     }
     return 0;
 }
@@ -920,6 +1001,7 @@ static int cmd_run(int argc, char **argv)
     }
     pid = start(&a, &paths, &env, &s);
     if (pid < 0) {
+        output_abandon(&env);
         sluice_session__free(s);
         filter_arg_cleanup(&a.filter);
         return 2;
@@ -942,9 +1024,7 @@ static int cmd_run(int argc, char **argv)
         /* QEMU died before the guest's first thread (e.g. before WELCOME):
          * nothing ran traced, so there is nothing to report. */
         report_not_started(status, s);
-        if (env.out != stderr) {
-            fclose(env.out);
-        }
+        output_abandon(&env);
         sluice_session__free(s);
         filter_arg_cleanup(&a.filter);
         if (status != -1 && WIFSIGNALED(status)) {
@@ -952,6 +1032,7 @@ static int cmd_run(int argc, char **argv)
         }
         return 2;
     }
+    output_begin();
     failed |= a.tool->report(&env, s, now() - t0) != 0;
     /* Text inside a JSON, raw or drcov output would break it: notes_out() says where. */
     report_unclosed(notes_out(&a, &env), s, status);
@@ -1104,6 +1185,7 @@ static int cmd_attach(int argc, char **argv)
     opts.record = a.record;
     opts.record_uncompressed = a.uncompressed;
     a.tool->setup(&env, &cb);
+    output_watch(&cb);
     detach_on_signals(1);
     attached = sluice_session__attach(a.pid, &cb, &opts);
     if (!attached && errno == EBUSY && a.record) {
@@ -1113,9 +1195,7 @@ static int cmd_attach(int argc, char **argv)
         attach_failed(a.pid, errno);
     }
     if (!attached) {
-        if (env.out != stderr) {
-            fclose(env.out);
-        }
+        output_abandon(&env);
         return 2;
     }
     if (detach_early) {
@@ -1125,12 +1205,14 @@ static int cmd_attach(int argc, char **argv)
     if (failed && !sluice_session__welcomed(attached)) {
         /* Refused (another user, a full registry) or gone before WELCOME. */
         fprintf(stderr, "sluice: attach %u: %s\n", a.pid, sluice_session__error(attached));
+        output_abandon(&env);
         sluice_session__free(detach_none());
         return 2;
     }
     if (failed) {
         say_errors("sluice: trace: ", attached);
     }
+    output_begin();
     failed |= a.tool->report(&env, attached, now() - t0) != 0;
     if (sluice_session__once_before(attached)) {
         fprintf(stderr,
@@ -1189,9 +1271,11 @@ static int cmd_report(int argc, char **argv)
     opts.skip_insns = a.skip;
     opts.count_insns = a.count;
     a.tool->setup(&env, &cb);
+    output_watch(&cb);
     attached = sluice_session__open_file(a.trace, &cb, &opts);
     if (!attached) {
         fprintf(stderr, "sluice: report %s: %s\n", a.trace, strerror(errno));
+        output_abandon(&env);
         return 2;
     }
     detach_on_signals(0);
@@ -1206,15 +1290,14 @@ static int cmd_report(int argc, char **argv)
         /* Not a trace file, or nothing in it: nothing to report. */
         fprintf(stderr, "sluice: report: %s\n",
                 failed ? sluice_session__error(attached) : "no guest thread was recorded in it");
-        if (env.out != stderr) {
-            fclose(env.out);
-        }
+        output_abandon(&env);
         sluice_session__free(detach_none());
         return 2;
     }
     if (failed) {
         say_errors("sluice: report: ", attached);
     }
+    output_begin();
     failed |= a.tool->report(&env, attached, now() - t0) != 0;
     report_unclosed(notes_out(&a, &env), attached, -1);
     report_window(&a);

@@ -691,6 +691,37 @@ def check_clobber(args, tmp, data, problems):
                         "report of it exit %d, %r: want 2, 0, 0" % (rc, err, rc1, rc2, err2[-300:]))
 
 
+def check_refused_output(args, tmp, trace, problems):
+    """attach and report refused (no such process, no such file, not a trace, no such thread):
+    -o FILE kept as it was, and not made when it was not there (each was emptied, or made
+    empty, before the refusal: hostile round 5). And a report that runs replaces it whole."""
+    kept, made = os.path.join(tmp, "kept-out.txt"), os.path.join(tmp, "made-out.txt")
+    for what, cmd in (("attach of no process", ["attach", "999999999"]),
+                      ("report of no file", ["report", os.path.join(tmp, "none.sltr")]),
+                      ("report of no trace", ["report", "/usr/bin/sha256sum"]),
+                      ("report of no such thread", ["report", trace, "--tid", "1"])):
+        for out in (kept, made):
+            with open(kept, "w") as f:
+                f.write("precious\n")
+            if os.path.exists(made):
+                os.unlink(made)
+            rc, _, err = sluice(args, cmd + ["--tool", "dump", "-o", out], want_rc=None)
+            left = open(kept).read() if out == kept else os.path.exists(made)
+            print("%s, -o %s: exit %d, %s" % (what, "an existing file" if out == kept
+                                               else "a new file", rc, err.strip()[-120:]))
+            if rc != 2 or left != ("precious\n" if out == kept else False):
+                problems.append("%s: exit %d, -o %s: %r: want exit 2 and the file %s" % (
+                    what, rc, out, left, "kept" if out == kept else "not made"))
+    with open(kept, "w") as f:
+        f.write("precious\n" * 10000)
+    rc, _, err = sluice(args, ["report", trace, "--tool", "stats", "-o", kept], want_rc=None)
+    text = open(kept).read()
+    if rc != 0 or "precious" in text or "total" not in text:
+        problems.append("report -o an existing file: exit %d, %d bytes, %s: want the report "
+                        "alone" % (rc, len(text), "old text left" if "precious" in text
+                                   else "no report"))
+
+
 def check_writing(args, tmp, data, problems):
     """Where a recording cannot be written: refused before the guest starts, or stopped
     without harm to the live tool, and what was written still reads."""
@@ -722,6 +753,7 @@ def check_writing(args, tmp, data, problems):
     if rc != 2 or os.path.getsize(probe) != size:
         problems.append("report -o naming its trace: exit %d, %d of %d bytes left: want exit 2 "
                         "and the trace kept" % (rc, os.path.getsize(probe), size))
+    check_refused_output(args, tmp, probe, problems)
     # ulimit -f: the file stops at the limit (SIGXFSZ ignored), the live report is whole.
     trace, live = os.path.join(tmp, "limited.sltr"), os.path.join(tmp, "limited.json")
 
