@@ -778,6 +778,9 @@ static void drain_on_detach(struct sluice_session *s)
         if (fd >= 0) {
             close(fd);
         }
+        if (m.type == SLUICE_CTL_RING && tail_line_ok(s, m.line)) {
+            give_up_ring(s, m.line); /* announced after the detach: not ours to read */
+        }
         if (m.type == SLUICE_CTL_REFUSED) {
             drop_notice(s, &m);
             session_error(s, -ECONNRESET, DROPPED " before this consumer detached");
@@ -850,9 +853,31 @@ void ring_source__run(struct sluice_session *s)
 {
     reader_pool__init(&s->readers, ring_step);
     receive_rings(s);
-    pthread_mutex_lock(&s->rings_lock);
-    while (s->readers_live > 0) {
-        pthread_cond_wait(&s->readers_done, &s->rings_lock);
+    for (;;) {
+        /* Detaching, the readers still at work: read the socket on meanwhile, or the jitter
+         * would take us for a consumer that stopped (ctl.c) and drop us. */
+        int drain = __atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE) && !drop_noticed(s);
+        struct timespec until;
+
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 50 * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&s->rings_lock);
+        if (s->readers_live == 0) {
+            break;
+        }
+        if (drain) {
+            pthread_cond_timedwait(&s->readers_done, &s->rings_lock, &until);
+        } else {
+            pthread_cond_wait(&s->readers_done, &s->rings_lock);
+        }
+        pthread_mutex_unlock(&s->rings_lock);
+        if (drain) {
+            drain_on_detach(s);
+        }
     }
     pthread_mutex_unlock(&s->rings_lock);
     reader_pool__stop(&s->readers);

@@ -41,6 +41,8 @@ exit 0 with an untraced run's stdout and count exactly what the reference does.
            guest's rings hold a bounded amount of memory meanwhile
   laggy    the same for one whose output is read slowly: it lags far behind (more
            than 128 taken rings unread) but reads, and is not dropped
+  detachlag one that lags told to detach: it reads its control socket on while it
+           delivers what came before, is not dropped, and exits 0
 
   execsock a traced shell's commands (fork, exec) leave no socket file behind; a
            process whose execve failed is listed again
@@ -1219,6 +1221,45 @@ def case_laggy(c):
     check_lossy_dump(c, "laggy", run, out)
 
 
+def case_detachlag(c):
+    """A lossy dump told to detach (SIGINT) while it lags behind a guest that ends many busy
+    threads (counters churn: 600 threads 4 at a time), its output (a FIFO) then not read for
+    3 s, so that delivering what was published before the detach takes that long: it must
+    read its control socket on meanwhile (it read it no more, the jitter took it for a stopped
+    consumer and dropped it: exit 1, or it spun forever on the rings the drop gave back), and
+    exit 0, detached."""
+    run = churn_run(c, "detachlag", 600, 4)
+    fifo, out = c.path("detachlag.fifo"), c.path("detachlag.dump")
+    os.mkfifo(fifo)
+    dump = start(c, [c.args.sluice, "attach", str(run.pid), "--tool", "dump", "--raw", "--lossy",
+                     "-o", fifo], "detachlag-dump", run.xdg)
+    go = threading.Event()
+
+    def drain():  # the first 64 KiB, then nothing until go, then all
+        with open(fifo, "rb") as f, open(out, "wb") as o:
+            o.write(f.read(65536))
+            go.wait()
+            while True:
+                data = f.read(65536)
+                if not data:
+                    return
+                o.write(data)
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    sigint_ready(dump.pid)
+    time.sleep(1)
+    dump.send_signal(signal.SIGINT)
+    time.sleep(3)
+    go.set()
+    rc, _, err = finish(dump, 120)
+    reader.join(60)
+    c.check(rc == 0 and b"detached from" in err and b"dropped" not in err,
+            "the lossy dump told to detach while it lagged: exit %s (None: still running 120 s "
+            "after), stderr %r" % (rc, err[-400:]))
+    run.finish(240)
+    print("detachlag: the dump detached (exit %s), %s" % (rc, err.strip().splitlines()[-1:]))
+
+
 def stats_rows(path):
     """{tid: delivered + lost} of a `stats --json` report."""
     threads = json.loads(slurp(path))["threads"]
@@ -1489,7 +1530,8 @@ CASES = {"windows": case_windows, "kill": case_kill, "uid": case_uid, "garbage":
          "ls": case_ls, "lossy": case_lossy, "rogue": case_rogue, "zero": case_zero,
          "bare": case_bare, "forks": case_forks, "once": case_once, "stopped": case_stopped,
          "blocked": case_blocked, "clobber": case_clobber, "execsock": case_execsock,
-         "timeout": case_timeout, "slowlossy": case_slowlossy, "laggy": case_laggy}
+         "timeout": case_timeout, "slowlossy": case_slowlossy, "laggy": case_laggy,
+         "detachlag": case_detachlag}
 
 
 def main():
