@@ -185,7 +185,7 @@ static int check_type(const struct btf_check *c, uint32_t id, const struct btf_t
 int filter_btf_check(struct filter_load *ld, const void *data, size_t size)
 {
     struct btf_check c = {.ld = ld};
-    char warning[160];
+    char warning[160], why[320];
     struct btf *btf;
     uint32_t id;
     int rc = 0;
@@ -197,8 +197,11 @@ int filter_btf_check(struct filter_load *ld, const void *data, size_t size)
     btf = btf__new(data, (uint32_t)size);
     filter_libbpf_capture_end();
     if (!btf) {
-        return filter_fail(ld, errno == ENOMEM ? -ENOMEM : -EINVAL, "section '.BTF': %s",
-                           warning[0] ? warning : "malformed");
+        int err = errno == ENOMEM ? -ENOMEM : -EINVAL;
+
+        return filter_fail(ld, err, "section '.BTF': %s",
+                           warning[0] ? filter_libbpf_reason(warning, err, why, sizeof(why))
+                                      : "malformed");
     }
     c.btf = btf;
     c.n = btf__type_cnt(btf);

@@ -160,14 +160,26 @@ int filter_build_progs(struct filter_load *ld);
 
 /**
  * Run libbpf's calls from here to filter_libbpf_capture_end() with its
- * warnings kept (the first one) instead of printed. Per thread.
- * @param[out] buf  where the first warning goes, NUL-terminated
+ * messages kept instead of printed: the first warning, or lacking one the
+ * last message of a lower level (filter_libbpf_reason() tells which). Per
+ * thread.
+ * @param[out] buf  where it goes, NUL-terminated
  * @param[in]  size bytes of @p buf
  */
 void filter_libbpf_capture_begin(char *buf, size_t size);
 
 /** End what filter_libbpf_capture_begin() started on this thread. */
 void filter_libbpf_capture_end(void);
+
+/**
+ * Why a libbpf call made between filter_libbpf_capture_begin() and _end()
+ * failed with @p rc (a negative errno): the warning it gave (in
+ * @p captured, the capture's buffer), else the error and the last message
+ * it gave at a lower level, written in @p out (@p size bytes). libbpf's
+ * ENOENT is of a part of the object (a section, a type), not of a file:
+ * said so. Returns @p captured or @p out. The same thread, after _end().
+ */
+const char *filter_libbpf_reason(const char *captured, int rc, char *out, size_t size);
 
 /** The helpers filter programs may call, indexed by helper ID. */
 extern const struct vm_env filter_vm_env;

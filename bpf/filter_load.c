@@ -38,14 +38,18 @@ _Static_assert(sizeof(struct bpf_insn) == sizeof(struct vm_insn), "bpf_insn and 
 
 static __thread char *capture_buf;
 static __thread size_t capture_size;
+static __thread int capture_warned; /* capture_buf holds a warning, not a debug message */
 
+/* The first warning, or until one comes, the last other message (libbpf says some failures
+ * only at debug level: a section whose size it cannot read, ENOENT). */
 static int print_cb(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
     size_t len;
 
-    if (level != LIBBPF_WARN || !capture_buf || capture_buf[0]) {
+    if (!capture_buf || capture_warned) {
         return 0;
     }
+    capture_warned = level == LIBBPF_WARN;
     vsnprintf(capture_buf, capture_size, fmt, ap);
     len = strlen(capture_buf);
     while (len && (capture_buf[len - 1] == '\n' || capture_buf[len - 1] == ' ')) {
@@ -70,6 +74,7 @@ void filter_libbpf_capture_begin(char *buf, size_t size)
     buf[0] = 0;
     capture_buf = buf;
     capture_size = size;
+    capture_warned = 0;
 }
 
 void filter_libbpf_capture_end(void)
@@ -77,10 +82,16 @@ void filter_libbpf_capture_end(void)
     capture_buf = NULL;
 }
 
-/* "libbpf's warning" if it gave one, else strerror(-rc). */
-static const char *libbpf_reason(const char *warning, int rc)
+const char *filter_libbpf_reason(const char *captured, int rc, char *out, size_t size)
 {
-    return warning[0] ? warning : strerror(-rc);
+    const char *what =
+        rc == -ENOENT ? "a part of the object it needs is missing or malformed" : strerror(-rc);
+
+    if (capture_warned) {
+        return captured;
+    }
+    snprintf(out, size, captured[0] ? "%s (libbpf's last words: %s)" : "%s", what, captured);
+    return out;
 }
 
 /* ---- stage 2: open and check ------------------------------------------------------ */
@@ -192,7 +203,7 @@ static int check_maps(struct filter_load *ld)
 int filter_libbpf_open(struct filter_load *ld, const void *buf, size_t size)
 {
     LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "sluice");
-    char warning[160];
+    char warning[160], why[320];
     int rc;
 
     filter_libbpf_capture_begin(warning, sizeof(warning));
@@ -202,7 +213,7 @@ int filter_libbpf_open(struct filter_load *ld, const void *buf, size_t size)
     if (!ld->obj) {
         rc = rc < 0 ? rc : -EINVAL;
         return filter_fail(ld, rc == -ENOMEM ? rc : -EINVAL, "libbpf cannot open it: %s",
-                           libbpf_reason(warning, rc));
+                           filter_libbpf_reason(warning, rc, why, sizeof(why)));
     }
     if ((rc = check_programs(ld))) {
         return rc;
@@ -403,7 +414,7 @@ static int copy_prog(struct filter_load *ld, struct bpf_program *p, struct filte
 static int relocate(struct filter_load *ld)
 {
     LIBBPF_OPTS(gen_loader_opts, gen);
-    char warning[160];
+    char warning[160], why[320];
     int rc;
 
     filter_libbpf_capture_begin(warning, sizeof(warning));
@@ -414,7 +425,7 @@ static int relocate(struct filter_load *ld)
     filter_libbpf_capture_end();
     if (rc) {
         return filter_fail(ld, rc == -ENOMEM ? rc : -EINVAL, "libbpf cannot relocate it: %s",
-                           libbpf_reason(warning, rc));
+                           filter_libbpf_reason(warning, rc, why, sizeof(why)));
     }
     return 0;
 }

@@ -154,6 +154,26 @@ Test(refuse, every_truncation_of_a_good_object)
     free(obj);
 }
 
+Test(refuse, a_section_name_changed)
+{
+    size_t size, i;
+    uint8_t *obj = read_obj("FILTERS_DIR", "sample", &size);
+
+    /* The first "license" (the string table's, which names the section) -> "licen~e": libbpf
+     * cannot size the section its symbol is in and fails with ENOENT, said only at its debug
+     * level. It read "libbpf cannot open it: No such file or directory" (hostile round 5). */
+    for (i = 0; i + 7 <= size && memcmp(obj + i, "license", 7) != 0; i++) {
+    }
+    cr_assert_lt(i + 7, size + 1);
+    obj[i + 5] = '~';
+    cr_assert_eq(open_bytes(obj, size), -EINVAL, "%s", err);
+    cr_assert(strstr(err, "libbpf cannot open it: a part of the object it needs is missing or "
+                          "malformed (libbpf's last words: sec '") != NULL,
+              "%s", err);
+    cr_assert(strstr(err, "No such file") == NULL, "%s", err);
+    free(obj);
+}
+
 Test(refuse, garbage_after_an_elf_header)
 {
     size_t size;
