@@ -26,23 +26,25 @@
  *                               cut at 96 bytes with "...")
  *
  * With --raw --maps, EXEC lines end in " <file>@0x<file offset>" (the file's last
- * path component; "[anon]" for anonymous memory, "[?]" if no mapping is
- * known) and the guest's mapping changes are lines of their own:
+ * path component, whole; "[anon]" for anonymous memory, "[?]" if no mapping
+ * is known) and the guest's mapping changes are lines of their own:
  *   <tid> MAPPED 0x<start> len=0x<len> prot=<rwx> off=0x<off> base=0x<base> <path>
  *                               (the snapshot: the map when the stream starts)
  *   <tid> MMAP 0x<start> len=0x<len> prot=<rwx> off=0x<off> base=0x<base> <path>
  *   <tid> MUNMAP 0x<start> len=0x<len>
  *   <tid> MPROTECT 0x<start> len=0x<len> prot=<rwx>
  *   <tid> MREMAP 0x<start> len=0x<len> from=0x<old start> old_len=0x<old len> off=0x<off> <path>
- * (<path> "[anon]" for anonymous memory; cut to its last 120 bytes; control
- * characters in it as '?').
+ * (<path> "[anon]" for anonymous memory; whole, control characters in it
+ * as '?').
  *
  * Hex is lowercase and unpadded, sizes are in bytes, values are masked to
  * the access size. Other tests parse this format: change it only with them.
  *
  * The formatting is the expensive part, so it runs in the worker callbacks
  * (in parallel, into fixed-size items); `trace` on the ordering thread only
- * appends the ready line to a large buffer, written with write(2) when full.
+ * appends the ready line to a large buffer, written with write(2) when full
+ * (and, for a line that names a file, the path: an item keeps a pointer to
+ * it, valid until its thread's stream ends, not a copy cut to fit).
  *
  * A failed write (full disk, file size limit) is reported at once, on the
  * ordering thread; the file is cut back to its last whole line, and from
@@ -77,12 +79,20 @@ static struct {
 } out;
 
 /* The longest line is about 140 bytes ("4294967295 SYSCALL 4294967295" and six " 0x<16>");
- * with --maps, about 240 (an MREMAP line with its path cut to 120 bytes). */
+ * with --maps, about 140 before its path and 20 after (an MREMAP line). */
 struct line {
-    uint32_t len : 30;
+    uint32_t len : 29;
+    uint32_t path : 1;  /* a file's path goes after text (struct path_tail) */
     uint32_t flush : 1; /* a syscall entry: the thread may now block in it, so write it out */
     uint32_t tick : 1;  /* no line: a chunk ended (on_chunk_end), look at the clock */
     char text[];        /* LINE_BYTES, LINE_MAPS_BYTES or LINE_PEOPLE_BYTES in all */
+};
+
+/* What follows a line's text when it names a file: the path, then the rest of the line. */
+struct path_tail {
+    const char *path; /* sluice_map.path or sluice_module.path: valid in `trace` */
+    uint32_t max;     /* write only its last component (0: all of it) */
+    char after[24];   /* the rest of the line, newline included, NUL-terminated */
 };
 #define LINE_BYTES 160u
 #define LINE_MAPS_BYTES 256u
@@ -145,7 +155,8 @@ static char *put_dec(char *p, uint64_t v)
 static int finish(struct line *l, char *p)
 {
     *p++ = '\n';
-    l->len = (uint32_t)(p - l->text) & 0x3fffffff;
+    l->len = (uint32_t)(p - l->text) & 0x1fffffff;
+    l->path = 0;
     l->flush = 0;
     l->tick = 0;
     return 1;
@@ -182,20 +193,33 @@ static int on_exec(void *user, const struct sluice_thread_info *t, uint64_t pc, 
     return finish(l, put_hex(p, pc));
 }
 
-/* The last @p max bytes of @p s, control characters as '?' (a file name cannot forge a line). */
-static char *put_tail(char *p, const char *s, size_t max)
+/* Where line @p l's path_tail is: past its text, aligned. */
+static struct path_tail *path_tail_of(const struct line *l)
 {
-    size_t n = strlen(s);
-
-    for (s += n > max ? n - max : 0; *s; s++) {
-        *p++ = (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s;
-    }
-    return p;
+    return (struct path_tail *)(((uintptr_t)(l->text + l->len) + 7) & ~(uintptr_t)7);
 }
 
-static char *put_path(char *p, const char *path)
+/*
+ * End line @p l, whose text runs to @p p, with @p path (its last component
+ * alone if @p last) written whole by `trace`, then @p after (a newline
+ * added). Returns 1 (an item made).
+ */
+static int finish_path(struct line *l, char *p, const char *path, int last, const char *after)
 {
-    return put_tail(p, path ? path : "[anon]", 120);
+    struct path_tail *pt;
+    size_t n = strlen(after);
+
+    l->len = (uint32_t)(p - l->text) & 0x1fffffff;
+    pt = path_tail_of(l);
+    pt->path = path;
+    pt->max = last;
+    memcpy(pt->after, after, n);
+    pt->after[n] = '\n';
+    pt->after[n + 1] = 0;
+    l->path = 1;
+    l->flush = 0;
+    l->tick = 0;
+    return 1;
 }
 
 static char *put_prot(char *p, uint32_t prot)
@@ -211,7 +235,6 @@ static int on_exec_maps(void *user, const struct sluice_thread_info *t, uint64_t
 {
     struct line *l = item;
     struct sluice_module m;
-    const char *name;
     char *p;
 
     if (!on_exec(user, t, pc, item)) {
@@ -225,10 +248,10 @@ static int on_exec_maps(void *user, const struct sluice_thread_info *t, uint64_t
     } else if (!m.path) {
         p = put_str(p, "[anon]");
     } else {
-        name = strrchr(m.path, '/');
-        p = put_tail(p, name ? name + 1 : m.path, 80);
-        *p++ = '@';
-        p = put_hex(p, m.offset);
+        char at[21] = "@";
+
+        *put_hex(at + 1, m.offset) = 0;
+        return finish_path(l, p, m.path, 1, at);
     }
     return finish(l, p);
 }
@@ -279,7 +302,10 @@ static int on_mmap(void *user, const struct sluice_thread_info *t, const struct 
             p = put_field(p, " base=", m->base);
         }
         *p++ = ' ';
-        p = put_path(p, m->path);
+        if (m->path) {
+            return finish_path(l, p, m->path, 0, "");
+        }
+        p = put_str(p, "[anon]");
     }
     return finish(l, p);
 }
@@ -465,6 +491,31 @@ static int on_chunk_end(void *user, const struct sluice_thread_info *t, void *it
     return 1;
 }
 
+/* Append line @p l, which names a file: its text, the path (control characters as '?', so a
+ * file name cannot forge a line), the rest. Whole in buf (flushed first if it would not fit). */
+static void append_path_line(const struct line *l)
+{
+    const struct path_tail *pt = path_tail_of(l);
+    const char *path = pt->path, *last = strrchr(path, '/');
+    size_t n;
+
+    if (pt->max && last) {
+        path = last + 1;
+    }
+    n = strlen(path);
+    if (out.used + l->len + n + sizeof(pt->after) > sizeof(out.buf) && flush_out() != 0) {
+        return;
+    }
+    memcpy(out.buf + out.used, l->text, l->len);
+    out.used += l->len;
+    for (; *path; path++) {
+        out.buf[out.used++] = (unsigned char)*path < 0x20 || *path == 0x7f ? '?' : *path;
+    }
+    n = strlen(pt->after);
+    memcpy(out.buf + out.used, pt->after, n);
+    out.used += n;
+}
+
 static void on_trace(void *user, const struct sluice_thread_info *t, void *item)
 {
     struct line *l = item;
@@ -480,11 +531,15 @@ static void on_trace(void *user, const struct sluice_thread_info *t, void *item)
         }
         return;
     }
-    if (out.used + l->len > sizeof(out.buf) && flush_out() != 0) {
-        return;
+    if (l->path) {
+        append_path_line(l);
+    } else {
+        if (out.used + l->len > sizeof(out.buf) && flush_out() != 0) {
+            return;
+        }
+        memcpy(out.buf + out.used, l->text, l->len);
+        out.used += l->len;
     }
-    memcpy(out.buf + out.used, l->text, l->len);
-    out.used += l->len;
     /* What a reader watching the file wants now: a syscall that may block, or a second's lines */
     if (l->flush || (++out.since_check % 4096 == 0 && now_s() >= out.flushed_at + 1)) {
         flush_out();
@@ -526,6 +581,46 @@ static void setup(struct tool_env *env, struct sluice_callbacks *cb)
     cb->trace = on_trace;
 }
 
+static int by_tid(const void *a, const void *b)
+{
+    uint32_t x = ((const struct sluice_thread_info *)a)->tid;
+    uint32_t y = ((const struct sluice_thread_info *)b)->tid;
+
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * Say which tids have more than one stream (ring) in the trace: the kernel
+ * gave a dead thread's id to a later one, or a failed execve gave a thread
+ * a new ring. Their lines share the prefix, and interleave where their
+ * deliveries overlapped.
+ */
+static void say_reused_tids(struct sluice_session *s)
+{
+    struct sluice_counts total;
+    size_t n = sluice_session__counts(s, &total, NULL, NULL, 0), i, j, said = 0;
+    struct sluice_thread_info *t = calloc(n ? n : 1, sizeof(*t));
+
+    n = t ? sluice_session__counts(s, &total, NULL, t, n) : 0;
+    qsort(t, n, sizeof(*t), by_tid);
+    for (i = 0; i < n; i = j) {
+        for (j = i + 1; j < n && t[j].tid == t[i].tid; j++) {
+        }
+        if (j - i > 1 && said++ < 8) {
+            fprintf(
+                stderr,
+                "sluice: dump: tid %u has %zu streams (the kernel reused it, or a failed execve "
+                "gave its thread a new ring): their lines share that prefix and may "
+                "interleave (stats and pcsum tell them apart)\n",
+                t[i].tid, j - i);
+        }
+    }
+    if (said > 8) {
+        fprintf(stderr, "sluice: dump: %zu more tids have more than one stream\n", said - 8);
+    }
+    free(t);
+}
+
 static int report(struct tool_env *env, struct sluice_session *s, double seconds)
 {
     struct sluice_counts total;
@@ -539,6 +634,7 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     if (total.lost) {
         fprintf(stderr, "sluice: warning: %llu events lost\n", (unsigned long long)total.lost);
     }
+    say_reused_tids(s);
     out.unknown += sym_unknown();
     if (!raw()) {
         sym_fini();

@@ -66,6 +66,7 @@ import struct
 import subprocess
 import tempfile
 import time
+import zlib
 
 import common
 
@@ -691,6 +692,65 @@ def check_clobber(args, tmp, data, problems):
                         "report of it exit %d, %r: want 2, 0, 0" % (rc, err, rc1, rc2, err2[-300:]))
 
 
+def check_reused_tid(args, tmp, name, trace, problems):
+    """A trace whose second thread has the first's tid (as when the kernel gives a dead
+    thread's id to a later one: its RING frame's tid changed, its crc made right): a dump
+    prefixes both threads' lines with that tid, interleaved, so it must say the tid has two
+    streams (it said nothing: the lines read as one thread's)."""
+    with open(trace, "rb") as f:
+        data = bytearray(f.read())
+    rings = [f for f in frames(trace) if f[1] == RING]
+    if len(rings) < 2:
+        common.fail("%s: fewer than two threads to give one tid" % name)
+    tid = rings[0][3][0] >> 32
+    at, stored = rings[1][0], rings[1][4]
+    head = list(FRAME.unpack_from(data, at))
+    head[7] = (head[7] & 0xffffffff) | tid << 32  # arg[0]: pid | tid << 32
+    head[4] = 0  # crc, as computed
+    FRAME.pack_into(data, at, *head)
+    head[4] = zlib.crc32(bytes(data[at:at + FRAME.size + stored]))
+    FRAME.pack_into(data, at, *head)
+    copy = os.path.join(tmp, name + "-reused.sltr")
+    with open(copy, "wb") as f:
+        f.write(data)
+    rc, _, err = sluice(args, ["report", copy, "--tool", "dump", "--raw", "-o", os.devnull],
+                        want_rc=None)
+    said = [l for l in err.splitlines() if "tid %d has 2 streams" % tid in l]
+    print("%s, two threads given tid %d: exit %d, %s" % (name, tid, rc, said))
+    if len(said) != 1:
+        problems.append("%s: two threads of tid %d dumped: %r: want one line saying the tid "
+                        "has two streams" % (name, tid, err[-300:]))
+
+
+def check_long_path(args, tmp, data, problems):
+    """A program at a path of 400 bytes, its name 150: MAPPED lines name it whole, and EXEC
+    lines by its whole name, live and from the recording (they gave its last 120 and 80
+    bytes, unmarked: a relative path that is not there)."""
+    where = os.path.join(tmp, *(["d" * 90] * 3))
+    os.makedirs(where, exist_ok=True)
+    prog = os.path.join(where, "p" * 150)
+    shutil.copy("/usr/bin/sha256sum", prog)
+    trace = common.fresh(os.path.join(tmp, "long.sltr"))
+    live = common.fresh(os.path.join(tmp, "long.live"))
+    rep = common.fresh(os.path.join(tmp, "long.rep"))
+    sluice(args, ["run", "--tool", "dump", "--raw", "--maps", "-o", live, "--record", trace,
+                  "--", prog, data], what="long path")
+    sluice(args, ["report", trace, "--tool", "dump", "--raw", "--maps", "-o", rep],
+           what="long path report")
+    for how, path in (("live", live), ("report", rep)):
+        with open(path, errors="replace") as f:
+            lines = f.read().splitlines()
+        mapped = [l.split()[-1] for l in lines if " MAPPED " in l and " prot=r-x " in l]
+        execs = {l.split()[-1].split("@")[0] for l in lines if " EXEC " in l}
+        print("long path, %s: MAPPED r-x paths of %s bytes; EXEC files %s" % (
+            how, sorted(len(m) for m in mapped), sorted(len(e) for e in execs)))
+        if prog not in mapped or "p" * 150 not in execs:
+            problems.append("long path, %s: the program's MAPPED line %s, EXEC lines %s: want "
+                            "its path whole (%d bytes) and its name whole" % (
+                                how, [m[:40] + "..." for m in mapped],
+                                sorted(e[:20] for e in execs), len(prog)))
+
+
 def check_refused_output(args, tmp, trace, problems):
     """attach and report refused (no such process, no such file, not a trace, no such thread):
     -o FILE kept as it was, and not made when it was not there (each was emptied, or made
@@ -821,10 +881,13 @@ def main():
             if name.startswith(("sha256sum", "threads")):
                 check_damage(args, tmp, name, trace, whole, problems)
                 check_select(args, tmp, name, trace, whole, problems)
+            if name.startswith("threads"):
+                check_reused_tid(args, tmp, name, trace, problems)
             if name.startswith(("threads", "busybox")):
                 check_uncompressed(args, tmp, name, prog, pargs, problems)
         check_writing(args, tmp, data, problems)
         check_files(args, tmp, data, problems)
+        check_long_path(args, tmp, data, problems)
         check_renamed(args, tmp, problems)
     for p in problems[:20]:
         print("FAIL " + p)
