@@ -677,10 +677,14 @@ static void report_unclosed(FILE *out, const struct sluice_session *s, int statu
     }
 }
 
-/* Where the command's notes on the run go: with the tool's report if that is for people. */
+/* Where the command's notes on the run go: with the tool's report if that is for people (and
+ * it can still be written). */
 static FILE *notes_out(const struct run_args *a, const struct tool_env *env)
 {
-    return a->tool->for_people && !env->json && !(env->dump & TOOL_DUMP_RAW) ? env->out : stderr;
+    return a->tool->for_people && !env->json && !(env->dump & TOOL_DUMP_RAW) &&
+                   !env->out_failed_said
+               ? env->out
+               : stderr;
 }
 
 /* Whether the guest's QEMU (wait status @p status) ended well. */
@@ -906,7 +910,9 @@ static int open_outputs(const struct run_args *a, struct tool_env *env,
 static int close_output(struct tool_env *env)
 {
     if (env->out != stderr && fclose(env->out) != 0) {
-        fprintf(stderr, "sluice: %s: %s\n", env->name, strerror(errno));
+        if (!env->out_failed_said) { /* else the tool said it when it happened */
+            fprintf(stderr, "sluice: %s: %s\n", env->name, strerror(errno));
+        }
         return 1;
     }
     return 0;

@@ -443,6 +443,7 @@ static void write_failed(int err, size_t done)
             "dropped\n",
             out.env->name, strerror(err));
     __atomic_store_n(&out.failed, 1, __ATOMIC_RELAXED);
+    out.env->out_failed_said = 1;
 }
 
 static time_t now_s(void)

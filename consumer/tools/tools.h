@@ -23,13 +23,15 @@ enum tool_dump_flags {
 
 /** What the command gives a tool. */
 struct tool_env {
-    FILE *out;          /**< where the tool writes (-o FILE, else stderr) */
-    int json;           /**< --json */
-    unsigned dump;      /**< dump's options: enum tool_dump_flags */
-    const char *name;   /**< what out is, for messages: FILE, or "stderr" */
-    const char *record; /**< the trace file the session records into (--record), or NULL */
-    int tool_out_none;  /**< the tool writes nothing while the trace runs (stderr is free for a
-                           status line) */
+    FILE *out;           /**< where the tool writes (-o FILE, else stderr) */
+    int json;            /**< --json */
+    unsigned dump;       /**< dump's options: enum tool_dump_flags */
+    const char *name;    /**< what out is, for messages: FILE, or "stderr" */
+    const char *record;  /**< the trace file the session records into (--record), or NULL */
+    int tool_out_none;   /**< the tool writes nothing while the trace runs (stderr is free for a
+                            status line) */
+    int out_failed_said; /**< the tool said a write to `out` failed (nothing more is said of it
+                            when `out` is closed); set on the ordering thread, read after */
     struct rusage qemu_usage; /**< QEMU's resource use (and its reaped children's), set before
                                  report() */
     int qemu_known;           /**< qemu_usage is set: `run` (attach and report have no QEMU

@@ -368,6 +368,32 @@ def broken_pipe(args):
     return good
 
 
+def broken_pipe_shared(args):
+    """A dump for people to stdout (-o -), shared with the guest's, whose reader goes away: one
+    line naming the broken pipe (a second, "sluice: stdout: Broken pipe", came as the output was
+    closed), and the guest's death by SIGPIPE, if it came, said on stderr (the note went to the
+    broken stdout, unsaid). Five runs: the guest's line or the dump's may come first."""
+    prog = os.path.join(args.guests, "threads-x86_64")
+    good = True
+    for _ in range(5):
+        r, w = os.pipe()
+        p = subprocess.Popen([args.sluice, "run", "--tool", "dump", "-o", "-", "--", prog], stdout=w,
+                             stderr=subprocess.PIPE, env=common.guest_env(sluice=True))
+        os.close(w)
+        with os.fdopen(r, "rb") as f:
+            f.readline()
+        _, err = p.communicate(timeout=600)
+        lines = err.decode(errors="replace").splitlines()
+        pipe = [l for l in lines if "Broken pipe" in l]
+        killed = [l for l in lines if "guest killed by SIGPIPE" in l]
+        ok = len(pipe) == 1 and (killed if p.returncode in (-13, 141) else p.returncode == 1)
+        print("dump to stdout shared with the guest, closed early: %s (exit %d, stderr %r)"
+              % ("ok" if ok else "FAILED: want one line naming the broken pipe, and the guest's "
+                 "death by SIGPIPE said if it died of it", p.returncode, lines[:4]))
+        good = good and ok
+    return good
+
+
 def full_stderr(args):
     """The report to a stderr that fails: exit 1 (the guest exits 0)."""
     ok = True
@@ -451,6 +477,7 @@ def main():
         ok = nofile(args) and ok
         ok = full_stderr(args) and ok
         ok = broken_pipe(args) and ok
+        ok = broken_pipe_shared(args) and ok
         ok = file_size_limit(args, tmp, 0) and ok
         ok = file_size_limit(args, tmp, 3) and ok
     if not ok:
