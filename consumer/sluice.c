@@ -1363,9 +1363,14 @@ static int cmd_ls(int argc, char **argv)
                    shown++ ? ", " : "", p[i].pid, p[i].arch, p[i].comm, p[i].threads,
                    p[i].consumers, p[i].lossless, p[i].waiting, (unsigned long long)p[i].lost);
         } else {
-            printf("%u %s %s threads=%u consumers=%u lossless=%u lost=%llu%s\n", p[i].pid,
-                   p[i].arch, p[i].comm, p[i].threads, p[i].consumers, p[i].lossless,
-                   (unsigned long long)p[i].lost, p[i].waiting ? " (waiting to start)" : "");
+            printf("%u %s %s threads=%u consumers=%u lossless=%u lost=%llu", p[i].pid, p[i].arch,
+                   p[i].comm, p[i].threads, p[i].consumers, p[i].lossless,
+                   (unsigned long long)p[i].lost);
+            if (p[i].waiting) {
+                printf(" (it starts once %u more attach%s)", p[i].waiting,
+                       p[i].waiting == 1 ? "es" : "");
+            }
+            printf("\n");
         }
     }
     if (json) {

@@ -936,7 +936,7 @@ def ls(c, json_out):
     lines = {int(line.split()[0]): line for line in out.decode(errors="replace").splitlines()
              if line[:1].isdigit()}
     pat = (r"(\d+) (\S+) (.*) threads=(\d+) consumers=(\d+) lossless=(\d+) lost=(\d+)"
-           r"|\d+ - - not answering \(stopped\?\)")
+           r"( \(it starts once \d+ more attach(es)?\))?|\d+ - - not answering \(stopped\?\)")
     for pid in c.pids & lines.keys():  # only ours: others may be waiting, starting...
         c.check(re.fullmatch(pat, lines[pid]), "sluice ls: %r is not %s" % (lines[pid], pat))
     return lines
@@ -1085,6 +1085,29 @@ def case_ls(c):
     print("after %d exited: not listed" % b.pid)
     if stale and os.path.exists(a.sock):
         os.unlink(a.sock)
+    ls_waiting(c)
+
+
+def ls_waiting(c):
+    """A `--wait-attach 2` guest not started: listed with how many more attaches it waits for,
+    in text and JSON (the text said "waiting to start", not how many: hostile round 5)."""
+    w = Run(c, "ls-waiting", 1, None, mode=None, wait=2)
+    c.pids = c.pids | {w.pid}
+    seen = []
+    for want in (2, 1):
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            e, line = ls(c, True).get(w.pid, {}), ls(c, False).get(w.pid, "")
+            if e.get("waiting") == want:
+                break
+            time.sleep(0.1)
+        seen.append((e.get("waiting"), line))
+        c.check(e.get("waiting") == want and line.endswith(
+            "(it starts once %d more attach%s)" % (want, "es" if want == 1 else "")),
+            "sluice ls of a guest waiting for %d more attaches: %s | %s" % (want, e, line))
+        c.attach(w.pid, "ls-waiting-%d" % want, None, "stats")
+    w.finish(60)
+    print("waiting: %s" % seen)
 
 
 def ref_events(run):
