@@ -1240,9 +1240,20 @@ static int cmd_attach(int argc, char **argv)
     return failed;
 }
 
-/* Say which instructions a windowed report covered, so its counts are not read as the run's. */
-static void report_window(const struct run_args *a)
+/* Say which instructions a windowed report covered, so its counts are not read as the run's;
+ * and why, when the window of session @p s held nothing. */
+static void report_window(const struct run_args *a, const struct sluice_session *s)
 {
+    struct sluice_counts w;
+
+    sluice_session__counts(s, &w, NULL, NULL, 0);
+    if ((a->skip || a->count) && !w.insns) {
+        fprintf(stderr,
+                "sluice: report: no instruction in the window: every thread ends before "
+                "instruction %llu, or the trace records none (a filter of memory accesses "
+                "alone: a window counts instructions)\n",
+                (unsigned long long)a->skip);
+    }
     /* A window past instruction 2^63 - 1 ends with each thread: none runs that many. */
     if (a->count && a->count - 1 <= (uint64_t)INT64_MAX - a->skip) {
         fprintf(stderr,
@@ -1306,7 +1317,7 @@ static int cmd_report(int argc, char **argv)
     output_begin();
     failed |= a.tool->report(&env, attached, now() - t0) != 0;
     report_unclosed(notes_out(&a, &env), attached, -1);
-    report_window(&a);
+    report_window(&a, attached);
     failed |= close_output(&env);
     sluice_session__free(detach_none());
     return failed;

@@ -751,6 +751,24 @@ def check_long_path(args, tmp, data, problems):
                                 sorted(e[:20] for e in execs), len(prog)))
 
 
+def check_window_no_insns(args, tmp, data, problems):
+    """A window (--skip/--count counts instructions) of a trace with none (a filter of stores
+    alone): said on stderr (an empty report came, exit 0, nothing said why); not said of a
+    window that holds instructions."""
+    filt = os.path.join(os.path.dirname(args.sluice), "..", "filters", "mem_writes.bpf.o")
+    trace = common.fresh(os.path.join(tmp, "stores.sltr"))
+    sluice(args, ["run", "--filter", filt, "--record", trace, "-o", os.devnull, "--",
+                  "/usr/bin/sha256sum", data], what="stores only")
+    for skip, want in (("5", True), ("0", True)):
+        rc, _, err = sluice(args, ["report", trace, "--skip", skip, "--count", "10", "-o",
+                                   os.devnull], want_rc=None)
+        said = "no instruction in the window" in err
+        print("window %s+10 of a trace of stores alone: exit %d, said: %s" % (skip, rc, said))
+        if rc != 0 or said != want:
+            problems.append("window %s+10 of a trace of stores alone: exit %d, %r: want exit 0 "
+                            "and a line saying it holds no instruction" % (skip, rc, err))
+
+
 def check_refused_output(args, tmp, trace, problems):
     """attach and report refused (no such process, no such file, not a trace, no such thread):
     -o FILE kept as it was, and not made when it was not there (each was emptied, or made
@@ -888,6 +906,7 @@ def main():
         check_writing(args, tmp, data, problems)
         check_files(args, tmp, data, problems)
         check_long_path(args, tmp, data, problems)
+        check_window_no_insns(args, tmp, data, problems)
         check_renamed(args, tmp, problems)
     for p in problems[:20]:
         print("FAIL " + p)
