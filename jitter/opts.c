@@ -126,6 +126,12 @@ int opts_parse(const char *args, struct jitter_opts *o)
             return err;
         }
     }
+    if (o->filter && !o->filter[0]) {
+        return bad("filter=", "names no file");
+    }
+    if (o->n_sets && !o->filter) {
+        return bad("set=", "sets a filter's knob: give filter= too");
+    }
     if (!o->filter_name) {
         o->filter_name = o->filter;
     }

@@ -228,6 +228,15 @@ def jitter(args, tmp):
     ok = expect("SLUICE_JITTER=text file", sluice_cmd(args, prog, ["0"]),
                 "sluice: %s is not a sluice jitter (not an ELF file): set SLUICE_JITTER to "
                 "libsluice-jitter.so" % text, extra_env={"SLUICE_JITTER": text}) and ok
+    # QEMU -jitter given knobs for no filter, or an empty filter=: refused (both ran in
+    # silence, tracing everything: hostile round 5).
+    for opt, line in (("set=lo=1", "sluice-jitter: option 'set=': sets a filter's knob: give "
+                                   "filter= too"),
+                      ("filter=", "sluice-jitter: option 'filter=': names no file")):
+        qemu = os.path.join(common.qemu_dir(), "bin", "qemu-x86_64")
+        ok = expect("-jitter ...,%s" % opt,
+                    [qemu, "-jitter", common.jitter_path(args.sluice) + "," + opt, prog, "0"],
+                    line, want_rc=1) and ok
     return ok
 
 
