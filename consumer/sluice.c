@@ -212,9 +212,12 @@ static long number(const char *v, long lo, long hi)
     char *end;
     long n;
 
+    if (v[0] < '0' || v[0] > '9') {
+        return -1; /* (strtol would take a sign or spaces: " 2" but not "2 ") */
+    }
     errno = 0;
     n = strtol(v, &end, 10);
-    return errno || *end || !*v || n < lo || n > hi ? -1 : n;
+    return errno || *end || n < lo || n > hi ? -1 : n;
 }
 
 /* report --tid LIST: comma-separated tids into a->tids. 0, or the exit status (usage said). */
@@ -523,10 +526,11 @@ static const char *nofile_hint(int err)
  * runs (never both at once: the session's run returns after its last call).
  */
 static struct {
-    int fd;           /* -o FILE's descriptor, or -1 */
-    int pending;      /* not emptied yet */
-    int created;      /* made by this command */
-    const char *path; /* -o FILE */
+    int fd;                  /* -o FILE's descriptor, or -1 */
+    int pending;             /* not emptied yet */
+    int created;             /* made by this command */
+    const char *path;        /* -o FILE */
+    const char *record_made; /* the trace file (--record), if this command made it */
     void (*thread)(void *, const struct sluice_thread_info *, int); /* the tool's */
 } out_file = {.fd = -1};
 
@@ -563,7 +567,7 @@ static void output_watch(struct sluice_callbacks *cb)
 }
 
 /* A command refused after the tool's output was opened: close it, -o FILE as it was (or
- * removed, if this command made it and wrote nothing). */
+ * removed, if this command made it and wrote nothing), and a trace file it made removed. */
 static void output_abandon(struct tool_env *env)
 {
     if (env->out != stderr) {
@@ -572,6 +576,9 @@ static void output_abandon(struct tool_env *env)
     }
     if (out_file.pending && out_file.created) {
         unlink(out_file.path);
+    }
+    if (out_file.record_made) {
+        unlink(out_file.record_made); /* nothing was traced into it */
     }
     out_file.pending = 0;
 }
@@ -903,6 +910,7 @@ static int open_outputs(const struct run_args *a, struct tool_env *env,
         out_file.created = made;
         out_file.path = path;
     }
+    out_file.record_made = a->record && created ? a->record : NULL;
     return 0;
 }
 

@@ -220,6 +220,10 @@ def main():
         ("workers twice", lambda tmp: check_usage(args, tmp, "unknown", ["--workers", "1",
                                                                          "--workers", "2"],
                                                    r"--workers given twice")),
+        # " 2" passed (strtol skips spaces) where "2 " did not: both refused now.
+        ("workers space", lambda tmp: check_usage(args, tmp, "unknown", ["--workers", " 2"],
+                                                   r"--workers wants a number from 1 to 1024, "
+                                                   r"not ' 2'")),
         ("clobber", lambda tmp: check_usage(args, tmp, "unknown", ["--record", os.path.join(
             tmp, "unknown.c")], r"unknown\.c: is the filter")),
     ]

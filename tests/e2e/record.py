@@ -790,6 +790,12 @@ def check_refused_output(args, tmp, trace, problems):
             if rc != 2 or left != ("precious\n" if out == kept else False):
                 problems.append("%s: exit %d, -o %s: %r: want exit 2 and the file %s" % (
                     what, rc, out, left, "kept" if out == kept else "not made"))
+    # --record: a trace file it made is not left behind, empty (it was).
+    made_rec = os.path.join(tmp, "made.sltr")
+    rc, _, err = sluice(args, ["attach", "999999999", "--record", made_rec], want_rc=None)
+    if rc != 2 or os.path.exists(made_rec):
+        problems.append("attach of no process --record a new file: exit %d, file %s: want exit "
+                        "2 and no file" % (rc, "left" if os.path.exists(made_rec) else "not made"))
     with open(kept, "w") as f:
         f.write("precious\n" * 10000)
     rc, _, err = sluice(args, ["report", trace, "--tool", "stats", "-o", kept], want_rc=None)
