@@ -1207,6 +1207,17 @@ def case_slowlossy(c):
     check_lossy_dump(c, "slowlossy", run, dump_out)
 
 
+def fifo_dump(c, run, name):
+    """A lossy `dump --raw` attached to run, writing into the FIFO NAME.fifo, which the
+    caller reads (into NAME.dump, the third of what is returned, with the process and the
+    FIFO's path)."""
+    fifo, out = c.path(name + ".fifo"), c.path(name + ".dump")
+    os.mkfifo(fifo)
+    dump = start(c, [c.args.sluice, "attach", str(run.pid), "--tool", "dump", "--raw", "--lossy",
+                     "-o", fifo], name + "-dump", run.xdg)
+    return dump, fifo, out
+
+
 def case_laggy(c):
     """A lossy dump that reads its rings and its control socket but lags far behind (its
     output, a FIFO, is read slowly by this test while the guest runs), on a guest that ends
@@ -1216,10 +1227,7 @@ def case_laggy(c):
     a stopped consumer (it was dropped past 128); per thread, its events plus its lost count
     equal the reference's."""
     run = churn_run(c, "laggy", 400, 4)
-    fifo, out = c.path("laggy.fifo"), c.path("laggy.dump")
-    os.mkfifo(fifo)
-    dump = start(c, [c.args.sluice, "attach", str(run.pid), "--tool", "dump", "--raw", "--lossy",
-                     "-o", fifo], "laggy-dump", run.xdg)
+    dump, fifo, out = fifo_dump(c, run, "laggy")
     guest_done = threading.Event()
 
     def drain():  # 64 KiB every 20 ms while the guest runs, then as fast as it comes
@@ -1252,10 +1260,7 @@ def case_detachlag(c):
     consumer and dropped it: exit 1, or it spun forever on the rings the drop gave back), and
     exit 0, detached."""
     run = churn_run(c, "detachlag", 600, 4)
-    fifo, out = c.path("detachlag.fifo"), c.path("detachlag.dump")
-    os.mkfifo(fifo)
-    dump = start(c, [c.args.sluice, "attach", str(run.pid), "--tool", "dump", "--raw", "--lossy",
-                     "-o", fifo], "detachlag-dump", run.xdg)
+    dump, fifo, out = fifo_dump(c, run, "detachlag")
     go = threading.Event()
 
     def drain():  # the first 64 KiB, then nothing until go, then all
@@ -1405,7 +1410,6 @@ def case_stopped(c):
     arena = ArenaPeak(run.pid)
     healthy, healthy_out = c.attach(run.pid, "healthy-stats", run.xdg, "stats",
                                     ["--lossy", "--json"])
-    # (detached after its drop, mid-ring: its readers spun on the freed rings forever)
     stopint, _ = c.attach(run.pid, "stopint-dump", run.xdg, "dump", ["--lossy", "--raw"])
     time.sleep(0.5)  # the guest runs (about 3 s): stopped now, its readers are mid-ring
     stopped.send_signal(signal.SIGSTOP)
@@ -1414,19 +1418,15 @@ def case_stopped(c):
     c.check(rc == 0, "the consumer that kept up: exit %s, stderr %r" % (rc, err[-400:]))
     run.finish(240)
     check_arena_peak(c, "stopped", arena.stop(), 3, 3)
-    stopint.send_signal(signal.SIGINT)
-    stopint.send_signal(signal.SIGCONT)
-    rc, _, err = finish(stopint, 20)
-    c.check(rc == 1 and b"lossy, it held" in err,
-            "the consumer stopped mid-ring, dropped, then detached: exit %s (None: still "
-            "running 20 s after), stderr %r" % (rc, err[-600:]))
-    # Dropped, then told to detach: that is no clean detach of an empty trace.
-    early.send_signal(signal.SIGINT)
-    early.send_signal(signal.SIGCONT)
-    rc, _, err = finish(early, 20)
-    c.check(rc == 1 and b"lossy, it held" in err,
-            "the consumer stopped before the guest started, dropped, then detached: exit %s, "
-            "stderr %r" % (rc, err[-600:]))
+    # Dropped, then told to detach: that is no clean detach of an empty trace; and one
+    # stopped mid-ring no endless spin on the rings its drop gave back.
+    for p, when in ((stopint, "mid-ring"), (early, "before the guest started")):
+        p.send_signal(signal.SIGINT)
+        p.send_signal(signal.SIGCONT)
+        rc, _, err = finish(p, 20)
+        c.check(rc == 1 and b"lossy, it held" in err,
+                "the consumer stopped %s, dropped, then detached: exit %s (None: still running "
+                "20 s after), stderr %r" % (when, rc, err[-600:]))
     try:  # taken in, then dropped: a report all the same (it had none, exit 2)
         said = json.loads(slurp(early_out))["error"]
     except (OSError, ValueError, KeyError, TypeError) as e:
