@@ -849,25 +849,33 @@ static void receive_rings(struct sluice_session *s)
     reader_pool__kick(&s->readers); /* a killed producer will not wake them */
 }
 
-void ring_source__run(struct sluice_session *s)
+/* @p ts set to @p ms milliseconds from now (CLOCK_REALTIME, as pthread_cond_timedwait). */
+static void ms_from_now(struct timespec *ts, long ms)
 {
-    reader_pool__init(&s->readers, ring_step);
-    receive_rings(s);
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_nsec += ms * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+/*
+ * Wait for every reader to finish. While a detach delivers what came
+ * before it, read the control socket on (every 50 ms), or the jitter would
+ * take us for a consumer that stopped (ctl.c) and drop us.
+ */
+static void wait_readers(struct sluice_session *s)
+{
     for (;;) {
-        /* Detaching, the readers still at work: read the socket on meanwhile, or the jitter
-         * would take us for a consumer that stopped (ctl.c) and drop us. */
         int drain = __atomic_load_n(&s->detaching, __ATOMIC_ACQUIRE) && !drop_noticed(s);
         struct timespec until;
 
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 50 * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        ms_from_now(&until, 50);
         pthread_mutex_lock(&s->rings_lock);
         if (s->readers_live == 0) {
-            break;
+            pthread_mutex_unlock(&s->rings_lock);
+            return;
         }
         if (drain) {
             pthread_cond_timedwait(&s->readers_done, &s->rings_lock, &until);
@@ -879,7 +887,13 @@ void ring_source__run(struct sluice_session *s)
             drain_on_detach(s);
         }
     }
-    pthread_mutex_unlock(&s->rings_lock);
+}
+
+void ring_source__run(struct sluice_session *s)
+{
+    reader_pool__init(&s->readers, ring_step);
+    receive_rings(s);
+    wait_readers(s);
     reader_pool__stop(&s->readers);
     if (s->n_refused) {
         /* Dropped (a drop notice read after them, or a slot of ours seen

@@ -91,7 +91,7 @@ struct line {
 /* What follows a line's text when it names a file: the path, then the rest of the line. */
 struct path_tail {
     const char *path; /* sluice_map.path or sluice_module.path: valid in `trace` */
-    uint32_t max;     /* write only its last component (0: all of it) */
+    uint32_t last;    /* write only its last component (0: all of it) */
     char after[24];   /* the rest of the line, newline included, NUL-terminated */
 };
 #define LINE_BYTES 160u
@@ -212,7 +212,7 @@ static int finish_path(struct line *l, char *p, const char *path, int last, cons
     l->len = (uint32_t)(p - l->text) & 0x1fffffff;
     pt = path_tail_of(l);
     pt->path = path;
-    pt->max = last;
+    pt->last = (uint32_t)last;
     memcpy(pt->after, after, n);
     pt->after[n] = '\n';
     pt->after[n + 1] = 0;
@@ -497,11 +497,11 @@ static int on_chunk_end(void *user, const struct sluice_thread_info *t, void *it
 static void append_path_line(const struct line *l)
 {
     const struct path_tail *pt = path_tail_of(l);
-    const char *path = pt->path, *last = strrchr(path, '/');
+    const char *path = pt->path, *slash = strrchr(path, '/');
     size_t n;
 
-    if (pt->max && last) {
-        path = last + 1;
+    if (pt->last && slash) {
+        path = slash + 1;
     }
     n = strlen(path);
     if (out.used + l->len + n + sizeof(pt->after) > sizeof(out.buf) && flush_out() != 0) {
