@@ -876,13 +876,16 @@ static int open_outputs(const struct run_args *a, struct tool_env *env,
             return 2;
         }
         close(fd);
-        /* Before -o is opened (and so emptied): the two must not be one file. */
+        /* Before -o is opened: the two must not be one file. */
         if (path && stat(path, &out) == 0 && out.st_dev == rec.st_dev && out.st_ino == rec.st_ino) {
             fprintf(stderr, "sluice: %s: -o and --record name the same file\n", a->out);
             if (created) {
                 unlink(a->record);
             }
             return 2;
+        }
+        if (created) {
+            unlink(a->record); /* made to see it can be: the recorder makes it again */
         }
     }
     if (path) {
@@ -899,9 +902,6 @@ static int open_outputs(const struct run_args *a, struct tool_env *env,
             }
             if (made && fd >= 0) {
                 unlink(path);
-            }
-            if (a->record && created) {
-                unlink(a->record); /* made just now, for nothing */
             }
             return 2;
         }

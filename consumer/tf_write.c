@@ -7,7 +7,10 @@
  * open and close (main thread, before and after it runs). A failed write
  * stops the recording at a frame boundary (the file is cut back to it) and
  * never the session: it must never fail the trace being read (a slow disk
- * slows it, as a slow callback does).
+ * slows it, as a slow callback does). The file is emptied and its FILE
+ * frame written with the first frame of the trace, so a session that
+ * traced nothing (refused, interrupted before the guest started) leaves a
+ * file that was there as it was.
  */
 #include "tf_write.h"
 
@@ -53,6 +56,8 @@ struct tf_writer {
     struct sluice_tf_index *index;
     size_t n_index, cap_index;
     void *seen; /* paths named by a FILES frame (a tsearch() tree of strings) */
+    int begun;  /* emptied, and the FILE frame (file_frame) written */
+    struct sluice_tf_frame file_frame;
 };
 
 int tf_pack__span(struct tf_pack **pp, const uint64_t *words, size_t len, int compress)
@@ -125,6 +130,21 @@ static void stop(struct tf_writer *w, int err, const char *what)
     }
 }
 
+static void put_frame(struct tf_writer *w, struct sluice_tf_frame *h, const void *payload, size_t n,
+                      uint32_t payload_crc);
+
+/* Before the trace's first frame: empty the file and write its FILE frame. */
+static void begin(struct tf_writer *w)
+{
+    w->begun = 1;
+    if (ftruncate(w->fd, 0) < 0) {
+        stop(w, -errno, "ftruncate");
+        return;
+    }
+    w->file_frame.raw_bytes = 0;
+    put_frame(w, &w->file_frame, NULL, 0, 0);
+}
+
 /* Append one frame: @p h (crc filled here) and @p n payload bytes. */
 static void put_frame(struct tf_writer *w, struct sluice_tf_frame *h, const void *payload, size_t n,
                       uint32_t payload_crc)
@@ -134,6 +154,9 @@ static void put_frame(struct tf_writer *w, struct sluice_tf_frame *h, const void
     int cnt = n ? 2 : 1;
     struct iovec *v = iov;
 
+    if (!w->begun) {
+        begin(w);
+    }
     if (w->err) {
         return;
     }
@@ -206,9 +229,6 @@ struct tf_writer *tf_writer__open(const char *path, char *err, size_t errlen)
     if (e == 0 && flock(w->fd, LOCK_EX | LOCK_NB) < 0) {
         e = errno == EWOULDBLOCK ? EBUSY : errno;
     }
-    if (e == 0 && ftruncate(w->fd, 0) < 0) {
-        e = errno;
-    }
     if (e) {
         snprintf(err, errlen, "%s: %s", path,
                  e == EINVAL  ? "not a regular file (a trace file is cut back after a failed "
@@ -227,16 +247,7 @@ struct tf_writer *tf_writer__open(const char *path, char *err, size_t errlen)
     h.arg[0] = SLUICE_TF_VERSION;
     h.arg[1] = SLUICE_FORMAT_VERSION;
     h.arg[2] = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-    put_plain(w, &h, NULL, 0);
-    if (w->err) {
-        e = -w->err;
-        snprintf(err, errlen, "%s: %s", path, w->why);
-        close(w->fd);
-        free(w->index);
-        free(w);
-        errno = e;
-        return NULL;
-    }
+    w->file_frame = h; /* written with the trace's first frame (begin()) */
     return w;
 }
 
@@ -497,16 +508,19 @@ int tf_writer__close(struct tf_writer *w, int result, int detached, const char *
 
     end.arg[0] = (uint64_t)(int64_t)result;
     end.arg[1] = detached != 0;
-    put_plain(w, &end, msg, strlen(msg));
+    if (w->begun) { /* else nothing was traced: the file stays as it was */
+        put_plain(w, &end, msg, strlen(msg));
+    }
     at = w->off;
     frames = w->n_index;
-    if (frames * sizeof(*w->index) <= SLUICE_TF_MAX_INDEX) {        /* else read from the start */
-        put_plain(w, &index, w->index, frames * sizeof(*w->index)); /* plain: any tool seeks */
+    if (w->begun && frames * sizeof(*w->index) <= SLUICE_TF_MAX_INDEX) { /* else from the start */
+        put_plain(w, &index, w->index, frames * sizeof(*w->index));      /* plain: any tool seeks */
         trailer.arg[0] = at;
         trailer.arg[1] = frames;
         put_plain(w, &trailer, NULL, 0);
     }
-    if (!w->err && fstat(w->fd, &st) == 0 && (st.st_nlink == 0 || (uint64_t)st.st_size < w->off)) {
+    if (w->begun && !w->err && fstat(w->fd, &st) == 0 &&
+        (st.st_nlink == 0 || (uint64_t)st.st_size < w->off)) {
         w->err = -EIO;
         snprintf(w->why, sizeof(w->why), "%s",
                  st.st_nlink == 0 ? "the file was removed while it was recorded"

@@ -52,9 +52,10 @@ void tf_pack__free(struct tf_pack *p);
 struct tf_writer;
 
 /**
- * Create @p path (replacing a regular file there), lock it (flock, held
- * until tf_writer__close()) and write its FILE frame. Main thread, before
- * the session starts.
+ * Create @p path (or open a regular file there), lock it (flock, held
+ * until tf_writer__close()); it is emptied and its FILE frame written with
+ * the trace's first frame, so a session that traces nothing leaves it as
+ * it was. Main thread, before the session starts.
  * @return the writer, or NULL with a one-line reason naming @p path in @p err
  *         and errno set (EBUSY: another writer holds the lock).
  */
@@ -91,9 +92,9 @@ void tf_writer__ring_end(struct tf_writer *w, uint32_t ring, uint64_t chunks, ui
                          int64_t salvaged);
 
 /**
- * Write END (@p result, @p detached, @p msg), the index and the trailer,
- * close the file and free @p w. Main thread, after the ordering thread
- * stopped.
+ * Write END (@p result, @p detached, @p msg), the index and the trailer
+ * (nothing, if no frame of the trace came: the file is as it was), close
+ * the file and free @p w. Main thread, after the ordering thread stopped.
  * @return 0, or -errno of the first failed write, with a one-line reason
  *         in @p err naming the file and how much of it is whole.
  */
