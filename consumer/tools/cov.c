@@ -143,6 +143,7 @@ static void said_of_path(const char *path, int several)
 static long module_of(const struct cov_item *it)
 {
     long id = module_find(it);
+    char shown[512];
 
     if (id >= 0 && it->ident && C.mods[id].ident && it->ident != C.mods[id].ident &&
         !C.mods[id].said_several) {
@@ -150,7 +151,7 @@ static long module_of(const struct cov_item *it)
         fprintf(stderr,
                 "sluice: cov: %s held two different files during the run (a library replaced "
                 "between two loads): both files' blocks are listed under that one path\n",
-                it->path);
+                tool_shown(it->path, shown, sizeof(shown)));
     }
     if (id >= 0 && it->changed && !C.mods[id].said_changed) {
         said_of_path(it->path, 0);
@@ -158,7 +159,7 @@ static long module_of(const struct cov_item *it)
         fprintf(stderr,
                 "sluice: cov: %s is not the file the trace ran (some or all of its blocks: "
                 "rebuilt or replaced since): they are listed under that path all the same\n",
-                it->path);
+                tool_shown(it->path, shown, sizeof(shown)));
     }
     return id;
 }

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "symbolize.h"
+#include "tools.h"
 
 /* Files held open at most; those past it are named, not read. */
 #define MAX_MODULES 4096u
@@ -367,7 +368,10 @@ static void module_read_elf(struct module *m)
 static void unreadable(const char *path, const char *why)
 {
     if (sym.said_unreadable < MAX_SAID_UNREADABLE) {
-        fprintf(stderr, "sluice: dump: %s: %s: its code is shown as path@offset\n", path, why);
+        char shown[512];
+
+        fprintf(stderr, "sluice: dump: %s: %s: its code is shown as path@offset\n",
+                tool_shown(path, shown, sizeof(shown)), why);
     } else if (sym.said_unreadable == MAX_SAID_UNREADABLE) {
         fprintf(stderr, "sluice: dump: more files cannot be read (not said one by one)\n");
     }
@@ -402,10 +406,13 @@ static void read_image(const struct sluice_thread_info *t, struct module *m, uin
         sym.image_bytes + (uint64_t)st.st_size > MAX_IMAGES_BYTES) {
         if (!sym.said_full) {
             sym.said_full = 1;
+            char shown[512];
+
             fprintf(stderr,
                     "sluice: dump: %s and files after it are named, not read (over "
                     "%llu MiB each, %llu MiB in all)\n",
-                    m->path, MAX_IMAGE_BYTES >> 20, MAX_IMAGES_BYTES >> 20);
+                    tool_shown(m->path, shown, sizeof(shown)), MAX_IMAGE_BYTES >> 20,
+                    MAX_IMAGES_BYTES >> 20);
         }
         goto out;
     }

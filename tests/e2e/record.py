@@ -722,6 +722,24 @@ def check_reused_tid(args, tmp, name, trace, problems):
                         "has two streams" % (name, tid, err[-300:]))
 
 
+def check_odd_name(args, tmp, data, problems):
+    """A recorded program whose name holds a newline, a tab and a terminal escape, replaced
+    before report: the note that it is not the file the trace ran is one line, the name's
+    control characters as '?' (the newline broke it in two, the escape reached the terminal:
+    hostile round 6)."""
+    prog = os.path.join(tmp, "p\nr\x1b[31mo\tg")
+    trace = common.fresh(os.path.join(tmp, "odd.sltr"))
+    shutil.copy("/usr/bin/sha256sum", prog)
+    sluice(args, ["run", "--record", trace, "-o", os.devnull, "--", prog, data], what="odd name")
+    shutil.copy("/usr/bin/md5sum", prog)
+    _, _, err = sluice(args, ["report", trace, "--tool", "dump", "--no-disasm", "-o", os.devnull],
+                       what="odd name report")
+    said = [l for l in err.splitlines() if "not the file the trace ran" in l]
+    print("odd name: %r" % said)
+    if len(said) != 1 or "p?r?[31mo?g" not in said[0] or "\x1b" in err:
+        problems.append("odd name: %r: want one line naming p?r?[31mo?g" % err[-300:])
+
+
 def check_long_path(args, tmp, data, problems):
     """A program at a path of 400 bytes, its name 150: MAPPED lines name it whole, and EXEC
     lines by its whole name, live and from the recording (they gave its last 120 and 80
@@ -790,6 +808,26 @@ def check_refused_output(args, tmp, trace, problems):
             if rc != 2 or left != ("precious\n" if out == kept else False):
                 problems.append("%s: exit %d, -o %s: %r: want exit 2 and the file %s" % (
                     what, rc, out, left, "kept" if out == kept else "not made"))
+    # A run ended (SIGTERM) while it waits for an attach, before the guest starts: nothing
+    # was traced, so -o and --record are as they were (the trace file was replaced by an
+    # empty recording: hostile round 6).
+    rec = os.path.join(tmp, "kept.sltr")
+    for path in (kept, rec):
+        with open(path, "w") as f:
+            f.write("precious\n")
+    env = common.guest_env(sluice=True)
+    env["XDG_RUNTIME_DIR"] = tmp
+    p = subprocess.Popen([args.sluice, "run", "--wait-attach", "1", "-o", kept, "--record", rec,
+                          "--", "/bin/true"], stderr=subprocess.PIPE, env=env)
+    time.sleep(1.5)
+    p.terminate()
+    _, err = p.communicate(timeout=60)
+    left = [open(path).read() == "precious\n" for path in (kept, rec)]
+    print("run ended before its guest started: exit %d, -o and --record kept: %s"
+          % (p.returncode, left))
+    if p.returncode == 0 or left != [True, True]:
+        problems.append("run ended before its guest started: exit %d, -o kept %s, --record kept "
+                        "%s: want both as they were" % (p.returncode, left[0], left[1]))
     # --record: a trace file it made is not left behind, empty (it was).
     made_rec = os.path.join(tmp, "made.sltr")
     rc, _, err = sluice(args, ["attach", "999999999", "--record", made_rec], want_rc=None)
@@ -912,6 +950,7 @@ def main():
         check_writing(args, tmp, data, problems)
         check_files(args, tmp, data, problems)
         check_long_path(args, tmp, data, problems)
+        check_odd_name(args, tmp, data, problems)
         check_window_no_insns(args, tmp, data, problems)
         check_renamed(args, tmp, problems)
     for p in problems[:20]:
