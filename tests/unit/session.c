@@ -1271,6 +1271,7 @@ Test(session, recorded_count_of_errors_not_kept, .timeout = 30)
     int tmp = mkstemp(path);
     struct sluice_callbacks none = {.sz = sizeof(none)};
     struct sluice_consumer_opts opts = {.sz = sizeof(opts), .workers = 1};
+    struct sluice_thread_info info = {1, 1, 0, 0, "x86_64", "unit"};
     struct tf_writer *w;
     struct sluice_session *s;
     const char *msgs[20];
@@ -1284,13 +1285,38 @@ Test(session, recorded_count_of_errors_not_kept, .timeout = 30)
     snprintf(text + len, sizeof(text) - len, "\n268 more errors, not kept");
     w = tf_writer__open(path, err, sizeof(err));
     cr_assert_not_null(w, "%s", err);
+    /* A thread with no chunk: the file is written from the trace's first frame on. */
+    tf_writer__ring(w, 0, &info, NULL);
+    tf_writer__ring_end(w, 0, 0, 0, 0);
     cr_assert_eq(tf_writer__close(w, -EPROTO, 0, text, err, sizeof(err)), 0, "%s", err);
     s = sluice_session__open_file(path, &none, &opts);
     cr_assert_not_null(s);
     cr_assert_lt(sluice_session__run(s), 0);
     n = sluice_session__errors(s, msgs, 20);
-    cr_assert_eq(n, 16 + 268, "%zu errors", n);
+    cr_assert_eq(n, 16 + 268, "%zu errors: %s", n, n ? msgs[0] : "");
     cr_assert_str_eq(msgs[15], "as recorded: error 15");
     sluice_session__free(s);
+    unlink(path);
+}
+
+Test(session, recording_of_nothing_leaves_the_file, .timeout = 30)
+{
+    char path[] = "/tmp/sluice-unit-kept-XXXXXX", err[256], back[16] = "";
+    int fd = mkstemp(path);
+    struct tf_writer *w;
+
+    /* A session that traced nothing (refused, or interrupted before its guest started) must
+     * not replace a file there with an empty recording (it did: hostile round 6). */
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, "precious\n", 9), 9);
+    close(fd);
+    w = tf_writer__open(path, err, sizeof(err));
+    cr_assert_not_null(w, "%s", err);
+    cr_assert_eq(tf_writer__close(w, -ECANCELED, 0, "interrupted", err, sizeof(err)), 0, "%s", err);
+    fd = open(path, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(read(fd, back, sizeof(back)), 9);
+    close(fd);
+    cr_assert_str_eq(back, "precious\n");
     unlink(path);
 }
