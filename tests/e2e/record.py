@@ -771,18 +771,18 @@ def check_long_path(args, tmp, data, problems):
 
 def check_window_no_insns(args, tmp, data, problems):
     """A window (--skip/--count counts instructions) of a trace with none (a filter of stores
-    alone): said on stderr (an empty report came, exit 0, nothing said why); not said of a
-    window that holds instructions."""
+    alone): said on stderr, at --skip 5 and at --skip 0 (an empty report came, exit 0,
+    nothing said why)."""
     filt = os.path.join(os.path.dirname(args.sluice), "..", "filters", "mem_writes.bpf.o")
     trace = common.fresh(os.path.join(tmp, "stores.sltr"))
     sluice(args, ["run", "--filter", filt, "--record", trace, "-o", os.devnull, "--",
                   "/usr/bin/sha256sum", data], what="stores only")
-    for skip, want in (("5", True), ("0", True)):
+    for skip in ("5", "0"):
         rc, _, err = sluice(args, ["report", trace, "--skip", skip, "--count", "10", "-o",
                                    os.devnull], want_rc=None)
         said = "no instruction in the window" in err
         print("window %s+10 of a trace of stores alone: exit %d, said: %s" % (skip, rc, said))
-        if rc != 0 or said != want:
+        if rc != 0 or not said:
             problems.append("window %s+10 of a trace of stores alone: exit %d, %r: want exit 0 "
                             "and a line saying it holds no instruction" % (skip, rc, err))
 
