@@ -7,6 +7,7 @@
  * error with the loader's own message, not a QEMU that exits at start.
  */
 #include "filter_arg.h"
+#include "say.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,24 +52,21 @@ static int compile(const char *src, const char *obj)
     if (pid == 0) {
         execlp(clang, clang, "-O2", "-g", "-target", "bpf", "-mcpu=v3", inc, multi, "-c", src, "-o",
                obj, (char *)NULL);
-        fprintf(stderr, "sluice: %s: cannot run %s: %s (set SLUICE_CLANG)\n", src, clang,
-                strerror(errno));
+        say("sluice: %s: cannot run %s: %s (set SLUICE_CLANG)\n", src, clang, strerror(errno));
         _exit(127);
     }
     if (pid < 0 || waitpid(pid, &status, 0) < 0) {
-        fprintf(stderr, "sluice: %s: cannot start clang: %s\n", src, strerror(errno));
+        say("sluice: %s: cannot start clang: %s\n", src, strerror(errno));
         return -1;
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 127) {
             if (WIFEXITED(status)) {
-                fprintf(stderr,
-                        "sluice: %s: %s exited with status %d (its messages, if any, are "
-                        "above)\n",
-                        src, clang, WEXITSTATUS(status));
+                say("sluice: %s: %s exited with status %d (its messages, if any, are "
+                    "above)\n",
+                    src, clang, WEXITSTATUS(status));
             } else {
-                fprintf(stderr, "sluice: %s: %s was killed by signal %d\n", src, clang,
-                        WTERMSIG(status));
+                say("sluice: %s: %s was killed by signal %d\n", src, clang, WTERMSIG(status));
             }
         }
         return -1;
@@ -93,7 +91,7 @@ static int copy_object(const char *src, const char *dst)
     int in = open(src, O_RDONLY | O_CLOEXEC | O_NONBLOCK), out;
 
     if (in < 0 || fstat(in, &st) != 0) {
-        fprintf(stderr, "sluice: %s: cannot open: %s\n", src, strerror(errno));
+        say("sluice: %s: cannot open: %s\n", src, strerror(errno));
         if (in >= 0) {
             close(in);
         }
@@ -112,7 +110,7 @@ static int copy_object(const char *src, const char *dst)
     }
     close(in);
     if (out < 0 || n < 0 || close(out) != 0) {
-        fprintf(stderr, "sluice: %s: copying it to %s: %s\n", src, dst, strerror(errno));
+        say("sluice: %s: copying it to %s: %s\n", src, dst, strerror(errno));
         return -1;
     }
     return 0;
@@ -126,7 +124,7 @@ static int split_set(const char *arg, char *buf, size_t n, struct filter_set *se
     snprintf(buf, n, "%s", arg);
     eq = strchr(buf, '=');
     if (!eq || eq == buf || strchr(arg, '\n')) {
-        fprintf(stderr, "sluice: --set %s: want NAME=VALUE (one line)\n", arg);
+        say("sluice: --set %s: want NAME=VALUE (one line)\n", arg);
         return -1;
     }
     *eq = '\0';
@@ -153,7 +151,7 @@ static int check(const char *obj, const struct filter_arg *fa)
         size_t n = strlen(obj);
         int ours = strncmp(err, obj, n) == 0;
 
-        fprintf(stderr, "sluice: %s%s\n", ours ? fa->path : "", ours ? err + n : err);
+        say("sluice: %s%s\n", ours ? fa->path : "", ours ? err + n : err);
         return -1;
     }
     filter_free(f);
@@ -168,7 +166,7 @@ int filter_arg_prepare(struct filter_arg *fa)
 
     if (!fa->path) {
         if (fa->n_sets) {
-            fprintf(stderr, "sluice: --set needs --filter\n");
+            say("sluice: --set needs --filter\n");
             return -1;
         }
         return 0;
@@ -176,12 +174,12 @@ int filter_arg_prepare(struct filter_arg *fa)
     /* A FIFO, say, is refused here: clang would wait on it forever. (A path that cannot be
      * read is named by what reads it.) */
     if (stat(fa->path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "sluice: %s: not a regular file\n", fa->path);
+        say("sluice: %s: not a regular file\n", fa->path);
         return -1;
     }
     snprintf(fa->tmpdir, sizeof(fa->tmpdir), "/tmp/sluice-filter-XXXXXX");
     if (!mkdtemp(fa->tmpdir)) {
-        fprintf(stderr, "sluice: mkdtemp: %s\n", strerror(errno));
+        say("sluice: mkdtemp: %s\n", strerror(errno));
         fa->tmpdir[0] = '\0';
         return -1;
     }
@@ -201,7 +199,7 @@ int filter_arg_prepare(struct filter_arg *fa)
     }
     /* QEMU may run from another directory (a guest chdir before fork). */
     if (!realpath(obj, fa->object)) {
-        fprintf(stderr, "sluice: %s: %s\n", obj, strerror(errno));
+        say("sluice: %s: %s\n", obj, strerror(errno));
         return -1;
     }
     return 0;

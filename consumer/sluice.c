@@ -39,6 +39,7 @@
 #include "sluice/ctl.h"
 #include "sluice/record.h"
 #include "progress.h"
+#include "say.h"
 #include "sluice/consumer.h"
 #include "tools/tools.h"
 
@@ -128,9 +129,10 @@ static void usage(FILE *f)
 /* One line: the cause, and where the usage is (it would push the cause off the screen). */
 static int usage_error(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "sluice: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (sluice --help shows the usage)\n");
+    char line[512]; /* @p fmt is one of ours */
+
+    snprintf(line, sizeof(line), "sluice: %s (sluice --help shows the usage)\n", fmt);
+    say(line, arg);
     return 2;
 }
 
@@ -489,8 +491,7 @@ static int resolve(const struct run_args *a, struct run_paths *p)
         p->encoding = NULL; /* set empty: unset, as an empty SLUICE_RING_BYTES is */
     }
     if (p->encoding && strcmp(p->encoding, "block") != 0 && strcmp(p->encoding, "insn") != 0) {
-        fprintf(stderr, "sluice: %s=%s: want block (the default) or insn\n", SLUICE_ENCODING_ENV,
-                p->encoding);
+        say("sluice: %s=%s: want block (the default) or insn\n", SLUICE_ENCODING_ENV, p->encoding);
         return -1;
     }
     /* What QEMU would fail on once started is checked here, so that it fails
@@ -504,7 +505,7 @@ static int resolve(const struct run_args *a, struct run_paths *p)
         precheck_interp(p->prog, arch, interp, ld_prefix, err, sizeof(err)) ||
         launch_jitter_path(SLUICE_JITTER_DEFAULT, p->jitter, sizeof(p->jitter), err, sizeof(err)) ||
         precheck_jitter(p->jitter, err, sizeof(err))) {
-        fprintf(stderr, "sluice: %s\n", err);
+        say("sluice: %s\n", err);
         return -1;
     }
     return 0;
@@ -544,7 +545,7 @@ static void output_begin(void)
     }
     out_file.pending = 0;
     if (fstat(out_file.fd, &st) == 0 && S_ISREG(st.st_mode) && ftruncate(out_file.fd, 0) != 0) {
-        fprintf(stderr, "sluice: %s: cannot empty it: %s\n", out_file.path, strerror(errno));
+        say("sluice: %s: cannot empty it: %s\n", out_file.path, strerror(errno));
     }
 }
 
@@ -597,19 +598,18 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
     pid_t pid;
 
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-        fprintf(stderr, "sluice: socketpair: %s%s\n", strerror(errno), nofile_hint(errno));
+        say("sluice: socketpair: %s%s\n", strerror(errno), nofile_hint(errno));
         return -1;
     }
     a->tool->setup(env, &cb);
     output_watch(&cb);
     *sp = sluice_session__new(sv[0], &cb, &opts); /* sends HELLO now */
     if (!*sp && a->record) {
-        fprintf(stderr, "sluice: starting the consumer, recording to %s: %s%s\n", a->record,
-                errno == EBUSY ? "another sluice is recording into it" : strerror(errno),
-                nofile_hint(errno));
+        say("sluice: starting the consumer, recording to %s: %s%s\n", a->record,
+            errno == EBUSY ? "another sluice is recording into it" : strerror(errno),
+            nofile_hint(errno));
     } else if (!*sp) {
-        fprintf(stderr, "sluice: starting the consumer: %s%s\n", strerror(errno),
-                nofile_hint(errno));
+        say("sluice: starting the consumer: %s%s\n", strerror(errno), nofile_hint(errno));
     }
     if (!*sp) {
         close(sv[1]);
@@ -628,8 +628,8 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
         .syscalls = a->syscalls,
     });
     if (!jarg) {
-        fprintf(stderr, "sluice: %s: %s\n", p->jitter,
-                errno == EINVAL ? "a jitter path cannot hold ','" : strerror(errno));
+        say("sluice: %s: %s\n", p->jitter,
+            errno == EINVAL ? "a jitter path cannot hold ','" : strerror(errno));
         close(sv[1]);
         return -1;
     }
@@ -637,7 +637,7 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
     free(jarg);
     close(sv[1]); /* QEMU's end: its EOF must come from QEMU alone */
     if (pid < 0) {
-        fprintf(stderr, "sluice: %s\n", err);
+        say("sluice: %s\n", err);
     }
     return pid;
 }
@@ -650,13 +650,13 @@ static void say_errors(const char *prefix, const struct sluice_session *s)
     size_t n = sluice_session__errors(s, msgs, 16);
 
     if (n == 0) {
-        fprintf(stderr, "%s%s\n", prefix, sluice_session__error(s));
+        say("%s%s\n", prefix, sluice_session__error(s));
     }
     for (size_t i = 0; i < n && i < 16; i++) {
-        fprintf(stderr, "%s%s\n", prefix, msgs[i]);
+        say("%s%s\n", prefix, msgs[i]);
     }
     if (n > 16) {
-        fprintf(stderr, "%s%zu more errors\n", prefix, n - 16);
+        say("%s%zu more errors\n", prefix, n - 16);
     }
 }
 
@@ -708,10 +708,9 @@ static void report_nothing_selected(const struct run_args *a, const struct sluic
 {
     if (a->filter.path && t->insns == 0 && t->loads == 0 && t->stores == 0 && t->lost == 0 &&
         sluice_session__errors(s, NULL, 0) == 0) {
-        fprintf(stderr,
-                "sluice: the filter %s selected nothing: no instruction and no access of the "
-                "guest was traced (are its --set values right?)\n",
-                a->filter.path);
+        say("sluice: the filter %s selected nothing: no instruction and no access of the "
+            "guest was traced (are its --set values right?)\n",
+            a->filter.path);
     }
 }
 
@@ -720,20 +719,18 @@ static void report_nothing_selected(const struct run_args *a, const struct sluic
 static void report_not_started(int status, const struct sluice_session *s)
 {
     if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-        fprintf(stderr,
-                "sluice: QEMU exited with status %d before tracing started (its message is "
-                "above)\n",
-                WEXITSTATUS(status));
+        say("sluice: QEMU exited with status %d before tracing started (its message is "
+            "above)\n",
+            WEXITSTATUS(status));
     } else if (status != -1 && WIFSIGNALED(status)) {
-        fprintf(stderr, "sluice: QEMU was killed by SIG%s before tracing started\n",
-                sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
+        say("sluice: QEMU was killed by SIG%s before tracing started\n",
+            sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
     } else if (status == -1) {
-        fprintf(stderr, "sluice: QEMU ended before tracing started (its status is unknown)\n");
+        say("sluice: QEMU ended before tracing started (its status is unknown)\n");
     } else { /* exited 0, yet the jitter never took us in (or failed us first) */
-        fprintf(stderr,
-                "sluice: nothing was traced: %s; QEMU exited with status 0 (the "
-                "guest, if it ran, ran untraced)\n",
-                sluice_session__error(s));
+        say("sluice: nothing was traced: %s; QEMU exited with status 0 (the "
+            "guest, if it ran, ran untraced)\n",
+            sluice_session__error(s));
     }
 }
 
@@ -829,7 +826,7 @@ static int refuse_clobber(const char *opt, const char *path, const struct run_ar
     const char *why = path ? output_clobbers(path, a, paths, a->pid) : NULL;
 
     if (why) {
-        fprintf(stderr, "sluice: %s %s: %s; give another file\n", opt, path, why);
+        say("sluice: %s %s: %s; give another file\n", opt, path, why);
     }
     return why != NULL;
 }
@@ -868,8 +865,8 @@ static int open_outputs(const struct run_args *a, struct tool_env *env,
                  ? open(a->record, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644)
                  : -2; /* (a FIFO is not even opened) */
         if (fd == -1 || (fd >= 0 && fstat(fd, &rec) < 0) || !S_ISREG(rec.st_mode)) {
-            fprintf(stderr, "sluice: %s: %s\n", a->record,
-                    fd == -1 ? strerror(errno) : "a trace file must be a regular file");
+            say("sluice: %s: %s\n", a->record,
+                fd == -1 ? strerror(errno) : "a trace file must be a regular file");
             if (fd >= 0) {
                 close(fd);
             }
@@ -878,7 +875,7 @@ static int open_outputs(const struct run_args *a, struct tool_env *env,
         close(fd);
         /* Before -o is opened: the two must not be one file. */
         if (path && stat(path, &out) == 0 && out.st_dev == rec.st_dev && out.st_ino == rec.st_ino) {
-            fprintf(stderr, "sluice: %s: -o and --record name the same file\n", a->out);
+            say("sluice: %s: -o and --record name the same file\n", a->out);
             if (created) {
                 unlink(a->record);
             }
@@ -895,7 +892,7 @@ static int open_outputs(const struct run_args *a, struct tool_env *env,
         env->out = fd >= 0 ? fdopen(fd, "w") : NULL;
         if (!env->out) {
             err = errno;
-            fprintf(stderr, "sluice: %s: %s\n", a->out, strerror(err));
+            say("sluice: %s: %s\n", a->out, strerror(err));
             env->out = stderr;
             if (fd >= 0) {
                 close(fd);
@@ -919,7 +916,7 @@ static int close_output(struct tool_env *env)
 {
     if (env->out != stderr && fclose(env->out) != 0) {
         if (!env->out_failed_said) { /* else the tool said it when it happened */
-            fprintf(stderr, "sluice: %s: %s\n", env->name, strerror(errno));
+            say("sluice: %s: %s\n", env->name, strerror(errno));
         }
         return 1;
     }
@@ -966,10 +963,9 @@ static void say_left_running(const struct sluice_session *s, pid_t guest)
     }
     free(infos);
     if (alive) {
-        fprintf(stderr,
-                "sluice: the guest (pid %d) ended and a termination request came: the processes "
-                "it forked that outlived it (pid %s%s) were left running, untraced from then on\n",
-                (int)guest, pids, alive > shown ? ", ..." : "");
+        say("sluice: the guest (pid %d) ended and a termination request came: the processes "
+            "it forked that outlived it (pid %s%s) were left running, untraced from then on\n",
+            (int)guest, pids, alive > shown ? ", ..." : "");
     }
 }
 
@@ -1144,22 +1140,17 @@ static void detach_on_signals(int hup)
 static void attach_failed(uint32_t pid, int err)
 {
     if (err == ENOENT) {
-        fprintf(stderr, "sluice: attach %u: no traced process %u of this user (no socket)\n", pid,
-                pid);
+        say("sluice: attach %u: no traced process %u of this user (no socket)\n", pid, pid);
     } else if (err == EPERM) {
-        fprintf(stderr,
-                "sluice: attach %u: refused to connect: its socket's directory or listener is "
-                "not this user's alone\n",
-                pid);
+        say("sluice: attach %u: refused to connect: its socket's directory or listener is "
+            "not this user's alone\n",
+            pid);
     } else if (err == EPROTOTYPE) {
-        fprintf(stderr,
-                "sluice: attach %u: its socket is not a sluice jitter's (not SOCK_SEQPACKET)\n",
-                pid);
+        say("sluice: attach %u: its socket is not a sluice jitter's (not SOCK_SEQPACKET)\n", pid);
     } else if (err == ECONNREFUSED) {
-        fprintf(stderr, "sluice: attach %u: process %u has ended (its socket is stale)\n", pid,
-                pid);
+        say("sluice: attach %u: process %u has ended (its socket is stale)\n", pid, pid);
     } else {
-        fprintf(stderr, "sluice: attach %u: %s\n", pid, strerror(err));
+        say("sluice: attach %u: %s\n", pid, strerror(err));
     }
 }
 
@@ -1203,8 +1194,8 @@ static int cmd_attach(int argc, char **argv)
     detach_on_signals(1);
     attached = sluice_session__attach(a.pid, &cb, &opts);
     if (!attached && errno == EBUSY && a.record) {
-        fprintf(stderr, "sluice: attach %u: recording to %s: another sluice is recording into it\n",
-                a.pid, a.record);
+        say("sluice: attach %u: recording to %s: another sluice is recording into it\n", a.pid,
+            a.record);
     } else if (!attached) {
         attach_failed(a.pid, errno);
     }
@@ -1218,7 +1209,7 @@ static int cmd_attach(int argc, char **argv)
     failed = run_traced(attached, status_line_ok(&env), &t0);
     if (failed && !sluice_session__welcomed(attached)) {
         /* Refused (another user, a full registry) or gone before WELCOME. */
-        fprintf(stderr, "sluice: attach %u: %s\n", a.pid, sluice_session__error(attached));
+        say("sluice: attach %u: %s\n", a.pid, sluice_session__error(attached));
         output_abandon(&env);
         sluice_session__free(detach_none());
         return 2;
@@ -1229,19 +1220,17 @@ static int cmd_attach(int argc, char **argv)
     output_begin();
     failed |= a.tool->report(&env, attached, now() - t0) != 0;
     if (sluice_session__once_before(attached)) {
-        fprintf(stderr,
-                "sluice: attach %u: %u pcs of its filter's Once instructions had been recorded "
-                "for consumers attached before this one: they are not recorded again, so this "
-                "trace has none of them\n",
-                a.pid, sluice_session__once_before(attached));
+        say("sluice: attach %u: %u pcs of its filter's Once instructions had been recorded "
+            "for consumers attached before this one: they are not recorded again, so this "
+            "trace has none of them\n",
+            a.pid, sluice_session__once_before(attached));
     }
     if (sluice_session__detached(attached) || !failed) {
-        fprintf(stderr, "sluice: %s pid %u after %.2f s\n",
-                sluice_session__detached(attached) ? "detached from" : "traced to the end of",
-                a.pid, now() - t0);
+        say("sluice: %s pid %u after %.2f s\n",
+            sluice_session__detached(attached) ? "detached from" : "traced to the end of", a.pid,
+            now() - t0);
     } else { /* the trace went on past most errors (a thread, a process): not said stopped */
-        fprintf(stderr, "sluice: traced pid %u for %.2f s, with the errors above\n", a.pid,
-                now() - t0);
+        say("sluice: traced pid %u for %.2f s, with the errors above\n", a.pid, now() - t0);
     }
     failed |= close_output(&env);
     sluice_session__free(detach_none());
@@ -1256,21 +1245,19 @@ static void report_window(const struct run_args *a, const struct sluice_session 
 
     sluice_session__counts(s, &w, NULL, NULL, 0);
     if ((a->skip || a->count) && !w.insns) {
-        fprintf(stderr,
-                "sluice: report: no instruction in the window: every thread ends before "
-                "instruction %llu, or the trace records none (a filter of memory accesses "
-                "alone: a window counts instructions)\n",
-                (unsigned long long)a->skip);
+        say("sluice: report: no instruction in the window: every thread ends before "
+            "instruction %llu, or the trace records none (a filter of memory accesses "
+            "alone: a window counts instructions)\n",
+            (unsigned long long)a->skip);
     }
     /* A window past instruction 2^63 - 1 ends with each thread: none runs that many. */
     if (a->count && a->count - 1 <= (uint64_t)INT64_MAX - a->skip) {
-        fprintf(stderr,
-                "sluice: report: a window: instructions %llu to %llu of each thread "
-                "(fewer where a thread ends first)\n",
-                (unsigned long long)a->skip, (unsigned long long)(a->skip + a->count - 1));
+        say("sluice: report: a window: instructions %llu to %llu of each thread "
+            "(fewer where a thread ends first)\n",
+            (unsigned long long)a->skip, (unsigned long long)(a->skip + a->count - 1));
     } else if (a->skip || a->count) {
-        fprintf(stderr, "sluice: report: a window: instructions %llu to the end of each thread\n",
-                (unsigned long long)a->skip);
+        say("sluice: report: a window: instructions %llu to the end of each thread\n",
+            (unsigned long long)a->skip);
     }
 }
 
@@ -1299,22 +1286,21 @@ static int cmd_report(int argc, char **argv)
     output_watch(&cb);
     attached = sluice_session__open_file(a.trace, &cb, &opts);
     if (!attached) {
-        fprintf(stderr, "sluice: report %s: %s\n", a.trace, strerror(errno));
+        say("sluice: report %s: %s\n", a.trace, strerror(errno));
         output_abandon(&env);
         return 2;
     }
     detach_on_signals(0);
     failed = run_traced(attached, status_line_ok(&env), &t0);
     if (failed && being_recorded(a.trace)) {
-        fprintf(stderr,
-                "sluice: report: %s is still being recorded by another sluice: what it "
-                "held so far follows\n",
-                a.trace);
+        say("sluice: report: %s is still being recorded by another sluice: what it "
+            "held so far follows\n",
+            a.trace);
     }
     if (sluice_session__counts(attached, &unused, NULL, NULL, 0) == 0) {
         /* Not a trace file, or nothing in it: nothing to report. */
-        fprintf(stderr, "sluice: report: %s\n",
-                failed ? sluice_session__error(attached) : "no guest thread was recorded in it");
+        say("sluice: report: %s\n",
+            failed ? sluice_session__error(attached) : "no guest thread was recorded in it");
         output_abandon(&env);
         sluice_session__free(detach_none());
         return 2;
@@ -1399,11 +1385,11 @@ static int cmd_ls(int argc, char **argv)
         return 1;
     }
     if (n > i) {
-        fprintf(stderr, "sluice ls: %d more traced processes not shown\n", n - i);
+        say("sluice ls: %d more traced processes not shown\n", n - i);
     }
     if (no_fd) {
-        fprintf(stderr, "sluice ls: %d socket%s not asked: too many open files (ulimit -n)\n",
-                no_fd, no_fd == 1 ? "" : "s");
+        say("sluice ls: %d socket%s not asked: too many open files (ulimit -n)\n", no_fd,
+            no_fd == 1 ? "" : "s");
     }
     return no_fd ? 1 : 0;
 }

@@ -143,23 +143,20 @@ static void said_of_path(const char *path, int several)
 static long module_of(const struct cov_item *it)
 {
     long id = module_find(it);
-    char shown[512];
 
     if (id >= 0 && it->ident && C.mods[id].ident && it->ident != C.mods[id].ident &&
         !C.mods[id].said_several) {
         said_of_path(it->path, 1);
-        fprintf(stderr,
-                "sluice: cov: %s held two different files during the run (a library replaced "
-                "between two loads): both files' blocks are listed under that one path\n",
-                tool_shown(it->path, shown, sizeof(shown)));
+        say("sluice: cov: %s held two different files during the run (a library replaced "
+            "between two loads): both files' blocks are listed under that one path\n",
+            it->path);
     }
     if (id >= 0 && it->changed && !C.mods[id].said_changed) {
         said_of_path(it->path, 0);
         /* drcov names modules by path: Lighthouse would read these blocks against that file. */
-        fprintf(stderr,
-                "sluice: cov: %s is not the file the trace ran (some or all of its blocks: "
-                "rebuilt or replaced since): they are listed under that path all the same\n",
-                tool_shown(it->path, shown, sizeof(shown)));
+        say("sluice: cov: %s is not the file the trace ran (some or all of its blocks: "
+            "rebuilt or replaced since): they are listed under that path all the same\n",
+            it->path);
     }
     return id;
 }
@@ -276,31 +273,28 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     sluice_session__counts(s, &total, NULL, NULL, 0);
     rc = write_drcov(env->out);
     if (rc < 0) {
-        fprintf(stderr, "sluice: %s: %s: the drcov file is incomplete\n", env->name,
-                strerror(errno));
+        say("sluice: %s: %s: the drcov file is incomplete\n", env->name, strerror(errno));
     }
     if (C.blocks == 0 && total.insns > 0) {
-        fprintf(stderr,
-                "sluice: cov: %llu instructions ran but the trace names no block "
-                "(SLUICE_ENCODING=insn, or no block table: the guest's stderr says why): "
-                "%s lists nothing\n",
-                (unsigned long long)total.insns, env->name);
+        say("sluice: cov: %llu instructions ran but the trace names no block "
+            "(SLUICE_ENCODING=insn, or no block table: the guest's stderr says why): "
+            "%s lists nothing\n",
+            (unsigned long long)total.insns, env->name);
         rc = -1;
     }
     if (C.anon) {
-        fprintf(stderr, "sluice: cov: %llu blocks ran in memory that no file maps (left out)\n",
-                (unsigned long long)C.anon);
+        say("sluice: cov: %llu blocks ran in memory that no file maps (left out)\n",
+            (unsigned long long)C.anon);
     }
     if (C.too_far || C.nomem) {
-        fprintf(stderr,
-                "sluice: cov: %llu blocks left out (%llu more than 4 GiB past their "
-                "module's base, %llu out of memory)\n",
-                (unsigned long long)(C.too_far + C.nomem), (unsigned long long)C.too_far,
-                (unsigned long long)C.nomem);
+        say("sluice: cov: %llu blocks left out (%llu more than 4 GiB past their "
+            "module's base, %llu out of memory)\n",
+            (unsigned long long)(C.too_far + C.nomem), (unsigned long long)C.too_far,
+            (unsigned long long)C.nomem);
         rc = -1;
     }
     if (total.lost) {
-        fprintf(stderr, "sluice: warning: %llu events lost\n", (unsigned long long)total.lost);
+        say("sluice: warning: %llu events lost\n", (unsigned long long)total.lost);
     }
     for (size_t i = 0; i < C.n_mods; i++) {
         free(C.mods[i].path);

@@ -438,10 +438,9 @@ static void write_failed(int err, size_t done)
         (void)!ftruncate(out.fd, out.written + (off_t)keep);
     }
     out.written += (off_t)keep;
-    fprintf(stderr,
-            "sluice: %s: %s; the dump ends at its last whole line and the rest of the trace is "
-            "dropped\n",
-            out.env->name, strerror(err));
+    say("sluice: %s: %s; the dump ends at its last whole line and the rest of the trace is "
+        "dropped\n",
+        out.env->name, strerror(err));
     __atomic_store_n(&out.failed, 1, __ATOMIC_RELAXED);
     out.env->out_failed_said = 1;
 }
@@ -617,7 +616,7 @@ static void say_reused_tids(struct sluice_session *s)
         }
     }
     if (said > 8) {
-        fprintf(stderr, "sluice: dump: %zu more tids have more than one stream\n", said - 8);
+        say("sluice: dump: %zu more tids have more than one stream\n", said - 8);
     }
     free(t);
 }
@@ -633,7 +632,7 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
         flush_out();
     }
     if (total.lost) {
-        fprintf(stderr, "sluice: warning: %llu events lost\n", (unsigned long long)total.lost);
+        say("sluice: warning: %llu events lost\n", (unsigned long long)total.lost);
     }
     say_reused_tids(s);
     out.unknown += sym_unknown();
@@ -641,10 +640,9 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
         sym_fini();
     }
     if (out.unknown) {
-        fprintf(stderr,
-                "sluice: dump: %llu instructions ran where no mapping is known ([?]: "
-                "without a block table, or after the module log filled up)\n",
-                (unsigned long long)out.unknown);
+        say("sluice: dump: %llu instructions ran where no mapping is known ([?]: "
+            "without a block table, or after the module log filled up)\n",
+            (unsigned long long)out.unknown);
     }
     return out.failed ? -1 : 0; /* the failure was reported when it happened */
 }

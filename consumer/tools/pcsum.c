@@ -289,7 +289,7 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     int rc = 0;
 
     if (!t || state.oom) {
-        fprintf(stderr, "sluice: pcsum: out of memory\n");
+        say("sluice: pcsum: out of memory\n");
         free(t);
         return -1;
     }
@@ -297,12 +297,11 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     errno = 0; /* a failed write sets it */
     print(env->out, &total, t, n, env->json, seconds, sluice_session__error(s));
     if (total.lost) {
-        fprintf(stderr, "sluice: warning: %llu events lost: the sums are not of the whole trace\n",
-                (ull)total.lost);
+        say("sluice: warning: %llu events lost: the sums are not of the whole trace\n",
+            (ull)total.lost);
     }
     if (fflush(env->out) != 0 || ferror(env->out)) {
-        fprintf(stderr, "sluice: pcsum: writing %s: %s\n", env->name,
-                strerror(errno ? errno : EIO));
+        say("sluice: pcsum: writing %s: %s\n", env->name, strerror(errno ? errno : EIO));
         rc = -1;
     }
     free(t);

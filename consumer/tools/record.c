@@ -28,18 +28,16 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     }
     if (sluice_session__record_error(s)) {
         /* Not "recorded": the file holds only the part before the stop. */
-        fprintf(stderr,
-                "sluice: traced %llu instructions of %zu thread%s in %.2f s; %s holds the part "
-                "recorded before it stopped (%.1f MiB, said above)\n",
-                (ull)total.insns, n, n == 1 ? "" : "s", seconds, env->record,
-                (double)st.st_size / (1 << 20));
+        say("sluice: traced %llu instructions of %zu thread%s in %.2f s; %s holds the part "
+            "recorded before it stopped (%.1f MiB, said above)\n",
+            (ull)total.insns, n, n == 1 ? "" : "s", seconds, env->record,
+            (double)st.st_size / (1 << 20));
         return 0;
     }
-    fprintf(stderr,
-            "sluice: recorded %llu instructions, %llu loads, %llu stores of %zu thread%s in "
-            "%.2f s into %s (%.1f MiB)\n",
-            (ull)total.insns, (ull)total.loads, (ull)total.stores, n, n == 1 ? "" : "s", seconds,
-            env->record, (double)st.st_size / (1 << 20));
+    say("sluice: recorded %llu instructions, %llu loads, %llu stores of %zu thread%s in "
+        "%.2f s into %s (%.1f MiB)\n",
+        (ull)total.insns, (ull)total.loads, (ull)total.stores, n, n == 1 ? "" : "s", seconds,
+        env->record, (double)st.st_size / (1 << 20));
     return 0;
 }
 

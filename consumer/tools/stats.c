@@ -95,7 +95,7 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     struct sluice_thread_info *t = calloc(n + 1, sizeof(*t));
 
     if (!c || !t) {
-        fprintf(stderr, "sluice: stats: out of memory\n");
+        say("sluice: stats: out of memory\n");
         free(c);
         free(t);
         return -1;
@@ -110,12 +110,11 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
     free(c);
     free(t);
     if (total.lost) {
-        fprintf(stderr, "sluice: warning: %llu events lost\n", (ull)total.lost);
+        say("sluice: warning: %llu events lost\n", (ull)total.lost);
     }
     /* An unbuffered stderr flushes "successfully" after failed writes: ask ferror too. */
     if (fflush(env->out) != 0 || ferror(env->out)) {
-        fprintf(stderr, "sluice: stats: writing %s: %s\n", env->name,
-                strerror(errno ? errno : EIO));
+        say("sluice: stats: writing %s: %s\n", env->name, strerror(errno ? errno : EIO));
         return -1;
     }
     return 0;

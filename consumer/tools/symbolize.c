@@ -368,12 +368,9 @@ static void module_read_elf(struct module *m)
 static void unreadable(const char *path, const char *why)
 {
     if (sym.said_unreadable < MAX_SAID_UNREADABLE) {
-        char shown[512];
-
-        fprintf(stderr, "sluice: dump: %s: %s: its code is shown as path@offset\n",
-                tool_shown(path, shown, sizeof(shown)), why);
+        say("sluice: dump: %s: %s: its code is shown as path@offset\n", path, why);
     } else if (sym.said_unreadable == MAX_SAID_UNREADABLE) {
-        fprintf(stderr, "sluice: dump: more files cannot be read (not said one by one)\n");
+        say("sluice: dump: more files cannot be read (not said one by one)\n");
     }
     sym.said_unreadable++;
 }
@@ -406,13 +403,9 @@ static void read_image(const struct sluice_thread_info *t, struct module *m, uin
         sym.image_bytes + (uint64_t)st.st_size > MAX_IMAGES_BYTES) {
         if (!sym.said_full) {
             sym.said_full = 1;
-            char shown[512];
-
-            fprintf(stderr,
-                    "sluice: dump: %s and files after it are named, not read (over "
-                    "%llu MiB each, %llu MiB in all)\n",
-                    tool_shown(m->path, shown, sizeof(shown)), MAX_IMAGE_BYTES >> 20,
-                    MAX_IMAGES_BYTES >> 20);
+            say("sluice: dump: %s and files after it are named, not read (over "
+                "%llu MiB each, %llu MiB in all)\n",
+                m->path, MAX_IMAGE_BYTES >> 20, MAX_IMAGES_BYTES >> 20);
         }
         goto out;
     }
@@ -444,10 +437,9 @@ static struct module *module_get(const struct sluice_thread_info *t, const char 
     if (sym.n_modules >= MAX_MODULES || !(m = calloc(1, sizeof(*m)))) {
         if (!sym.said_full) {
             sym.said_full = 1;
-            fprintf(stderr,
-                    "sluice: dump: more than %u files ran code: the others are named "
-                    "by path only\n",
-                    MAX_MODULES);
+            say("sluice: dump: more than %u files ran code: the others are named "
+                "by path only\n",
+                MAX_MODULES);
         }
         return NULL;
     }
@@ -561,8 +553,8 @@ static struct disasm *disasm_for(const char *arch)
     }
     if (!sym.said_no_disasm) {
         sym.said_no_disasm = 1;
-        fprintf(stderr, "sluice: dump: no disassembler for %s guests (capstone %d.%d has none)\n",
-                arch, CS_API_MAJOR, CS_API_MINOR);
+        say("sluice: dump: no disassembler for %s guests (capstone %d.%d has none)\n", arch,
+            CS_API_MAJOR, CS_API_MINOR);
     }
     return NULL;
 }

@@ -11,6 +11,8 @@
 #include <sys/resource.h>
 
 #include "sluice/consumer.h"
+/* say(): the tools' messages on stderr, one line each whatever paths they name. */
+#include "../say.h"
 
 /** `--tool dump`'s options. */
 enum tool_dump_flags {
@@ -37,14 +39,6 @@ struct tool_env {
     int qemu_known;           /**< qemu_usage is set: `run` (attach and report have no QEMU
                                  child to measure) */
 };
-
-/**
- * @p s (a path the guest named) with control characters as '?', into @p buf
- * (@p size bytes, cut to fit, NUL-terminated; size > 0): a newline or a
- * terminal escape in a file name must not break a one-line message.
- * @return @p buf. Any thread.
- */
-const char *tool_shown(const char *s, char *buf, size_t size);
 
 /** Write @p s as a JSON string, quotes included; bytes outside printable ASCII as \\u00XX. */
 void tool_json_str(FILE *f, const char *s);

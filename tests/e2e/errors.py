@@ -469,6 +469,30 @@ def file_size_limit(args, tmp, exit_code):
     return not problems
 
 
+def odd_paths(args, tmp):
+    """A path holding a newline or a terminal escape is one line of its error, with those bytes
+    as '?': the program, a filter, a trace to report, -o and --record (each broke the line in
+    two before say.c)."""
+    odd = os.path.join(tmp, "no\nsuch\x1b[31m")
+    shown = odd.replace("\n", "?").replace("\x1b", "?")
+    true = os.path.join(args.guests, "exitcode-x86_64")
+    cases = [
+        ("program", sluice_cmd(args, odd), "sluice: %s: No such file or directory" % shown),
+        ("filter", sluice_cmd(args, true, extra=["--filter", odd]),
+         "sluice: %s: cannot open: No such file or directory" % shown),
+        ("report", [args.sluice, "report", odd],
+         "sluice: report: %s: No such file or directory" % shown),
+        ("-o", sluice_cmd(args, true, extra=["-o", odd + "/out"]),
+         "sluice: %s/out: No such file or directory" % shown),
+        ("--record", sluice_cmd(args, true, extra=["--record", odd + "/t"]),
+         "sluice: %s/t: No such file or directory" % shown),
+    ]
+    ok = True
+    for what, cmd, line in cases:
+        ok = expect("odd path, " + what, cmd, line) and ok
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sluice", required=True)
@@ -483,6 +507,7 @@ def main():
         ok = jitter(args, tmp) and ok
         ok = qemus(args, tmp) and ok
         ok = marks(args, tmp) and ok
+        ok = odd_paths(args, tmp) and ok
         ok = nofile(args) and ok
         ok = full_stderr(args) and ok
         ok = broken_pipe(args) and ok

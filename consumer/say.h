@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/**
+ * @file say.h
+ * @brief The sluice command's one-line messages on stderr.
+ *
+ * A message names user paths (the program, a filter, -o, --record, a trace
+ * file) and text made from them (precheck.c's, the library's errors): a
+ * newline or a terminal escape in a path would break the line in two or
+ * reach the terminal. say() shows every control character of the message
+ * as '?', but for one newline that ends it.
+ */
+#ifndef SLUICE_SAY_H
+#define SLUICE_SAY_H
+
+/**
+ * Write printf(@p fmt, ...) to stderr with each control character (bytes
+ * 0x01..0x1f and 0x7f) but a final newline shown as '?', in one stdio call.
+ * A message of more than 4 KiB is cut there. Any thread; also in a child
+ * between fork and exec (it allocates nothing). Errors writing stderr are
+ * ignored (there is nowhere left to say them).
+ */
+void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif
