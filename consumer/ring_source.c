@@ -297,14 +297,38 @@ static int detached_here(struct ring_state *r)
 #define DROPPED_WHY                                                                                \
     "it did not read its control socket in time, held ended threads' rings the guest's ulimit "    \
     "-f needed, or, lossy, too many ended threads' rings unread; the guest's stderr says which"
-#define DROPPED "the jitter dropped this consumer (" DROPPED_WHY ")"
+#define DROPPED_START "the jitter dropped this consumer ("
+#define DROPPED DROPPED_START DROPPED_WHY ")"
 
-/* The jitter closed our slot of @p r while its producer ran on: say so. */
+/* The jitter closed our slot of @p r while its producer ran on: say so, once for all the
+ * rings the drop cut (name_drop() adds how many, and where the first stops). */
 static void dropped(struct ring_state *r)
 {
-    __atomic_store_n(&r->s->cut_off, 1, __ATOMIC_RELEASE);
-    session_error(r->s, -ECONNRESET, DROPPED ": the trace of tid %u stops at position %llu",
-                  r->info.tid, (unsigned long long)r->rd.pos);
+    struct sluice_session *s = r->s;
+
+    __atomic_store_n(&s->cut_off, 1, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&s->err_lock);
+    if (s->drop_cuts++ == 0) {
+        s->drop_tid = r->info.tid;
+        s->drop_pos = r->rd.pos;
+    }
+    pthread_mutex_unlock(&s->err_lock);
+    session_error(s, -ECONNRESET, DROPPED);
+}
+
+/* Add to @p msg (sizeof(s->err) bytes), the drop's error, the traces it cut; err_lock held. */
+static void name_cuts_in(char *msg, size_t size, const struct sluice_session *s)
+{
+    size_t len = strlen(msg);
+
+    if (s->drop_cuts == 1) {
+        snprintf(msg + len, size - len, ": the trace of tid %u stops at position %llu", s->drop_tid,
+                 (unsigned long long)s->drop_pos);
+    } else if (s->drop_cuts > 1) {
+        snprintf(msg + len, size - len,
+                 ": the traces of %lu threads stop there (tid %u at position %llu, ...)",
+                 s->drop_cuts, s->drop_tid, (unsigned long long)s->drop_pos);
+    }
 }
 
 /* Put @p why in place of DROPPED_WHY in @p msg (sizeof(s->err) bytes). */
@@ -323,8 +347,8 @@ static void name_drop_in(char *msg, size_t size, const char *why)
 /*
  * Once the control socket and every reader have ended: put the reason the
  * jitter sent (drop_notice(), read after the slots it closed may have been
- * seen) in place of DROPPED_WHY in every error kept, and keep one of those
- * that then say the same.
+ * seen) in place of DROPPED_WHY in every error kept, keep one of those
+ * that then say the same, and add to the first the traces the drop cut.
  */
 static void name_drop(struct sluice_session *s)
 {
@@ -346,6 +370,15 @@ static void name_drop(struct sluice_session *s)
     }
     if (s->drop_why[0]) {
         s->n_errors -= kept - out;
+        kept = out;
+    }
+    for (size_t k = 0; k < kept; k++) {
+        char *msg = k ? s->more_err[k - 1] : s->err;
+
+        if (strncmp(msg, DROPPED_START, strlen(DROPPED_START)) == 0) {
+            name_cuts_in(msg, sizeof(s->err), s);
+            break;
+        }
     }
     pthread_mutex_unlock(&s->err_lock);
 }

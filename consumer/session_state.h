@@ -153,6 +153,11 @@ struct sluice_session {
     char refused[SESSION_MORE_ERRORS + 1][256];
     size_t n_refused;
     int cut_off; /* atomic: a slot of ours was seen closed while its producer ran (dropped) */
+    /* Under err_lock: rings whose trace a drop cut (said in the drop's one error at the
+     * end, name_drop()), and the first of them: its tid and where it stops. */
+    unsigned long drop_cuts;
+    uint32_t drop_tid;
+    uint64_t drop_pos;
     struct tf_writer *rec; /* recording into a trace file (opts->record), or NULL */
     int rec_uncompressed;  /* opts->record_uncompressed: chunks stored as they are */
     int rec_err;           /* main thread, once it is closed: why it stopped (-errno), or 0 */

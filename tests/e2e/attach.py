@@ -1439,6 +1439,11 @@ def case_stopped(c):
     c.check(rc == 1 and b"lossy, it held" in err and b"(bound: " in err,
             "the stopped consumer, continued after the guest ended: exit %s (None: still "
             "running 20 s after), stderr %r" % (rc, err[-600:]))
+    # One line says the drop, however many threads' traces it cut (one per ring before).
+    said_drop = [l for l in err.splitlines() if b"dropped this consumer" in l]
+    c.check(len(said_drop) == 1,
+            "the stopped consumer says its drop in %d lines, not one: %r"
+            % (len(said_drop), said_drop[:3]))
     # Rings announced before the drop are reused after it: the drop is why they are not
     # traced, not what their places hold now ("bad magic" for each, before).
     c.check(b"not traced" not in err and b"bad magic" not in err and b"in time, held" not in err,
