@@ -1238,13 +1238,10 @@ static int cmd_attach(int argc, char **argv)
 }
 
 /* Say which instructions a windowed report covered, so its counts are not read as the run's;
- * and why, when the window of session @p s held nothing. */
-static void report_window(const struct run_args *a, const struct sluice_session *s)
+ * and why, when the window held nothing (@p w: its counts). */
+static void report_window(const struct run_args *a, const struct sluice_counts *w)
 {
-    struct sluice_counts w;
-
-    sluice_session__counts(s, &w, NULL, NULL, 0);
-    if ((a->skip || a->count) && !w.insns) {
+    if ((a->skip || a->count) && !w->insns) {
         say("sluice: report: no instruction in the window: every thread ends before "
             "instruction %llu, or the trace records none (a filter of memory accesses "
             "alone: a window counts instructions)\n",
@@ -1270,7 +1267,7 @@ static int cmd_report(int argc, char **argv)
     struct tool_env env = {.out = stderr, .name = "stderr"};
     struct sluice_callbacks cb = {.sz = sizeof(cb)};
     struct sluice_consumer_opts opts = {.sz = sizeof(opts)};
-    struct sluice_counts unused;
+    struct sluice_counts total;
     struct run_args a;
     int rc = begin_consumer(argc, argv, MODE_REPORT, &a, &env, &opts), failed;
     double t0;
@@ -1297,7 +1294,7 @@ static int cmd_report(int argc, char **argv)
             "held so far follows\n",
             a.trace);
     }
-    if (sluice_session__counts(attached, &unused, NULL, NULL, 0) == 0) {
+    if (sluice_session__counts(attached, &total, NULL, NULL, 0) == 0) {
         /* Not a trace file, or nothing in it: nothing to report. */
         say("sluice: report: %s\n",
             failed ? sluice_session__error(attached) : "no guest thread was recorded in it");
@@ -1311,7 +1308,7 @@ static int cmd_report(int argc, char **argv)
     output_begin();
     failed |= a.tool->report(&env, attached, now() - t0) != 0;
     report_unclosed(notes_out(&a, &env), attached, -1);
-    report_window(&a, attached);
+    report_window(&a, &total);
     failed |= close_output(&env);
     sluice_session__free(detach_none());
     return failed;

@@ -772,19 +772,28 @@ def check_long_path(args, tmp, data, problems):
 def check_window_no_insns(args, tmp, data, problems):
     """A window (--skip/--count counts instructions) of a trace with none (a filter of stores
     alone): said on stderr, at --skip 5 and at --skip 0 (an empty report came, exit 0,
-    nothing said why)."""
+    nothing said why). Of a trace with instructions, the same window is named and not said
+    to hold none."""
     filt = os.path.join(os.path.dirname(args.sluice), "..", "filters", "mem_writes.bpf.o")
-    trace = common.fresh(os.path.join(tmp, "stores.sltr"))
-    sluice(args, ["run", "--filter", filt, "--record", trace, "-o", os.devnull, "--",
+    stores = common.fresh(os.path.join(tmp, "stores.sltr"))
+    sluice(args, ["run", "--filter", filt, "--record", stores, "-o", os.devnull, "--",
                   "/usr/bin/sha256sum", data], what="stores only")
-    for skip in ("5", "0"):
-        rc, _, err = sluice(args, ["report", trace, "--skip", skip, "--count", "10", "-o",
-                                   os.devnull], want_rc=None)
-        said = "no instruction in the window" in err
-        print("window %s+10 of a trace of stores alone: exit %d, said: %s" % (skip, rc, said))
-        if rc != 0 or not said:
-            problems.append("window %s+10 of a trace of stores alone: exit %d, %r: want exit 0 "
-                            "and a line saying it holds no instruction" % (skip, rc, err))
+    whole = common.fresh(os.path.join(tmp, "whole.sltr"))
+    sluice(args, ["run", "--record", whole, "-o", os.devnull, "--", "/usr/bin/sha256sum", data],
+           what="whole trace")
+    for trace, what, want_none in ((stores, "stores alone", True), (whole, "the whole run", False)):
+        for skip in ("5", "0"):
+            rc, _, err = sluice(args, ["report", trace, "--skip", skip, "--count", "10", "-o",
+                                       os.devnull], want_rc=None)
+            said = "no instruction in the window" in err
+            named = "a window: instructions %s to %d of each thread" % (skip, int(skip) + 9) in err
+            print("window %s+10 of a trace of %s: exit %d, said none: %s, named: %s"
+                  % (skip, what, rc, said, named))
+            if rc != 0 or said != want_none or not named:
+                problems.append("window %s+10 of a trace of %s: exit %d, %r: want exit 0, the "
+                                "window named, and %s" % (skip, what, rc, err, "a line saying it "
+                                "holds no instruction" if want_none else "no line saying it "
+                                "holds none"))
 
 
 def check_refused_output(args, tmp, trace, problems):
