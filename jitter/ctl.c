@@ -42,6 +42,7 @@
 #include <string.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -846,6 +847,22 @@ static int inherited_hello(unsigned i)
     return 0;
 }
 
+/* Say that @p bytes of address space for @p what could not be had (-errno @p err), naming
+ * the address-space limit when one is set (ulimit -v: the usual cause). */
+static void say_reserve_failed(const char *what, uint64_t bytes, int err)
+{
+    struct rlimit rl;
+
+    if (err == -ENOMEM && getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        fprintf(stderr,
+                "sluice-jitter: cannot reserve %s (%llu MiB of address space) within the "
+                "address-space limit of %llu MiB with QEMU's own (ulimit -v): raise it\n",
+                what, (unsigned long long)(bytes >> 20), (unsigned long long)(rl.rlim_cur >> 20));
+    } else {
+        fprintf(stderr, "sluice-jitter: cannot reserve %s: %s\n", what, strerror(-err));
+    }
+}
+
 int ctl_init(const char *arch, const char *comm, int fd, int listen, unsigned wait_attach)
 {
     int own, err;
@@ -855,8 +872,8 @@ int ctl_init(const char *arch, const char *comm, int fd, int listen, unsigned wa
     reg.waiting = wait_attach;
     err = tails_init();
     if (err < 0) {
-        fprintf(stderr, "sluice-jitter: cannot reserve the consumers' tail files: %s\n",
-                strerror(-err));
+        say_reserve_failed("the consumers' tail files", SLUICE_TAIL_BYTES * SLUICE_MAX_CONSUMERS,
+                           err);
         return err;
     }
     if (fd >= 0) {

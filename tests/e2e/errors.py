@@ -237,6 +237,17 @@ def jitter(args, tmp):
         ok = expect("-jitter ...,%s" % opt,
                     [qemu, "-jitter", common.jitter_path(args.sluice) + "," + opt, prog, "0"],
                     line, want_rc=1) and ok
+    # Under `ulimit -v` of about 1 GB (plain QEMU runs the guest in less): the limit is named
+    # (it said "cannot reserve the consumers' tail files: Cannot allocate memory": hostile
+    # round 7). QEMU alone: the sanitized sluice cannot run under such a limit.
+    kib = 1000000
+    ok = expect("-jitter under ulimit -v", [qemu, "-jitter", common.jitter_path(args.sluice),
+                                            prog, "0"],
+                "sluice-jitter: cannot reserve the consumers' tail files (1024 MiB of address "
+                "space) within the address-space limit of %d MiB with QEMU's own (ulimit -v): "
+                "raise it" % (kib * 1024 >> 20), want_rc=1,
+                preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS,
+                                                      (kib * 1024, kib * 1024))) and ok
     return ok
 
 
