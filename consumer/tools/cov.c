@@ -34,12 +34,15 @@
 #include "symbolize.h"
 #include "tools.h"
 
+/* How the file at a block's path differs from the one that ran. */
+enum { CHANGED_OTHER = 1, CHANGED_GONE = 2 };
+
 /* What a worker found for one block. */
 struct cov_item {
     const char *path; /* NULL: anonymous, or no mapping */
     uint64_t base, end, start;
     uint32_t bytes;
-    int changed;    /* a recording's file that is not the one at its path now */
+    int changed;    /* the file at its path now is not the one that ran: CHANGED_* */
     uint64_t ident; /* its mapped file (sym_file_ident); 0: not known */
 };
 
@@ -80,13 +83,18 @@ static int on_block(void *user, const struct sluice_thread_info *t, const struct
     it->path = NULL;
     it->changed = 0;
     it->ident = 0;
-    if (sluice_map__at(t, b->pc, &m) == 0 && m.path) {
+    /* A memfd's code (a JIT's) is no file a coverage viewer can open: anonymous memory. */
+    if (sluice_map__at(t, b->pc, &m) == 0 && m.path && strncmp(m.path, "/memfd:", 7) != 0) {
         it->path = m.path;
         it->base = m.base;
         it->end = m.end;
         if (m.path != asked_path) {
+            char why[160];
+
             asked_path = m.path;
-            asked_changed = sluice_file__changed_at(t, b->pc, NULL, 0) == 1;
+            asked_changed = sluice_file__changed_at(t, b->pc, why, sizeof(why)) == 1
+                                ? (strncmp(why, "gone", 4) == 0 ? CHANGED_GONE : CHANGED_OTHER)
+                                : 0;
             asked_ident = sym_file_ident(t, b->pc);
         }
         it->changed = asked_changed;
@@ -154,9 +162,15 @@ static long module_of(const struct cov_item *it)
     if (id >= 0 && it->changed && !C.mods[id].said_changed) {
         said_of_path(it->path, 0);
         /* drcov names modules by path: Lighthouse would read these blocks against that file. */
-        say("sluice: cov: %s is not the file the trace ran (some or all of its blocks: "
-            "rebuilt or replaced since): they are listed under that path all the same\n",
-            it->path);
+        if (it->changed == CHANGED_GONE) {
+            say("sluice: cov: %s is gone (deleted since the guest mapped it): its blocks are "
+                "listed under that path all the same\n",
+                it->path);
+        } else {
+            say("sluice: cov: %s is not the file the trace ran (some or all of its blocks: "
+                "rebuilt or replaced since): they are listed under that path all the same\n",
+                it->path);
+        }
     }
     return id;
 }

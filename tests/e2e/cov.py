@@ -177,6 +177,38 @@ def check_moved(args, tmp, problems):
                                                  [hex(b) for b in sorted(ids.values())]))
 
 
+def check_codefiles(args, tmp, problems):
+    """Code from a memfd (a JIT's) and from a file deleted once mapped: the memfd's blocks are
+    anonymous memory, counted on stderr (it was a module "/memfd:... (deleted)", no file a
+    viewer can open); the deleted file keeps its module and is said to be gone (both were said
+    to be "rebuilt or replaced": hostile round 7)."""
+    prog = common.need_file(os.path.join(args.guests, "counters-x86_64"), "counters-x86_64")
+    base = os.path.join(tmp, "codefiles")
+    out = base + ".drcov"
+    rc, stdout, err = common.run(common.cmd_sluice(args.sluice, "cov", out, prog,
+                                                   ["codefiles", base, "100"]))
+    calls = dict((who, int(a, 16)) for a, who in
+                 re.findall(rb"call ([0-9a-f]+) 64 0 (memfd|gone)", stdout))
+    if rc != 0 or sorted(calls) != [b"gone", b"memfd"]:
+        problems.append("codefiles: exit %d, stdout %r, stderr %r" % (rc, stdout, err[-300:]))
+        return
+    mods, bbs = read_drcov(out)
+    gone = [(mid, b) for mid, (b, _, p) in mods.items() if p == base + ".gone"]
+    memfd = [p for _, _, p in mods.values() if "memfd:" in p]
+    said_gone = ("sluice: cov: %s.gone is gone (deleted since the guest mapped it)" % base).encode()
+    if memfd or b"blocks ran in memory that no file maps" not in err:
+        problems.append("codefiles: the memfd's code is a module %s, or not counted as "
+                        "anonymous memory: stderr %r" % (memfd, err[-400:]))
+    if [b for _, b in gone] != [calls[b"gone"]] or not any(m == gone[0][0] for m, _, _ in bbs):
+        problems.append("codefiles: the deleted file's module %s, want one at %#x with blocks"
+                        % (gone, calls[b"gone"]))
+    if said_gone not in err or b"rebuilt or replaced" in err:
+        problems.append("codefiles: want %r on stderr, and nothing of a replaced file: %r"
+                        % (said_gone, err[-400:]))
+    print("codefiles: modules %s; stderr %r" % (sorted(p for _, _, p in mods.values()),
+                                                 err.strip().splitlines()))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sluice", required=True)
@@ -195,6 +227,7 @@ def main():
         if not args.arch or "x86_64" in args.arch:
             check_dynamic(args, tmp, problems)
             check_moved(args, tmp, problems)
+            check_codefiles(args, tmp, problems)
     for p in problems:
         print("FAILED: " + p)
     if problems:

@@ -100,6 +100,15 @@
  *   cas N             (x86_64, aarch64) two threads add 1 to one word N times each with a
  *                     compare-and-swap loop (cas_inc); prints the adds, the failed tries
  *                     both threads counted and the word's final value
+ *   codefiles N       calls a copy of leaf() N times from a memfd page, then N times from a
+ *                     page of FILE.gone, deleted once mapped; prints each run of calls
+ *   rmw               atomic read-modify-writes (add, sub, or, and, xor, exchange, signed
+ *                     max on aarch64 and riscv64) of an unsigned long and an unsigned int
+ *                     beside an idle thread; prints both words' addresses, then each op's
+ *                     value before and after as two plain loads saw them
+ *   movbe             (x86_64) movbe stores and loads of 2, 4 and 8 bytes; prints the word's
+ *                     address and what plain loads saw after each store and the register
+ *                     after each load
  *   mopsfault         (aarch64) a MOPS copy (cpyf*) of 300 bytes to 96 bytes before a
  *                     PROT_NONE page; the SIGSEGV handler prints how many bytes arrived
  *                     and exits 3
@@ -1395,6 +1404,143 @@ static int mode_cas(void)
 }
 #endif
 
+/*
+ * rmw_ops(): atomic read-modify-writes of two words (unsigned long, unsigned
+ * int), each between two plain loads of its word whose values the guest
+ * prints: what memory held before and holds after. An idle second thread
+ * exists meanwhile, so QEMU runs them as the parallel helpers do.
+ */
+static _Alignas(64) volatile unsigned long rmw_long;
+static _Alignas(64) volatile unsigned int rmw_int;
+static unsigned long rmw_seen[64][2];
+static unsigned rmw_n;
+
+#define RMW_SEEN(cell, op)                                                                         \
+    do {                                                                                           \
+        rmw_seen[rmw_n][0] = (cell);                                                               \
+        op;                                                                                        \
+        rmw_seen[rmw_n++][1] = (cell);                                                             \
+    } while (0)
+
+/* A signed maximum by the architecture's own atomic instruction (aarch64, riscv64). */
+static inline void rmw_max(volatile unsigned long *p, long v)
+{
+#if defined(__aarch64__)
+    long old;
+
+    __asm__ volatile(".arch_extension lse\nldsmaxal %1, %0, [%2]"
+                     : "=r"(old) : "r"(v), "r"(p) : "memory");
+    (void)old;
+#elif defined(__riscv)
+    long old;
+
+    __asm__ volatile("amomax.d.aqrl %0, %1, (%2)" : "=r"(old) : "r"(v), "r"(p) : "memory");
+    (void)old;
+#else
+    (void)p, (void)v;
+#endif
+}
+
+__attribute__((noinline)) static unsigned long rmw_ops(void)
+{
+    volatile unsigned long *l = &rmw_long;
+    volatile unsigned int *w = &rmw_int;
+    unsigned long sum = 0;
+
+    *l = 100;
+    *w = 0xf0;
+    RMW_SEEN(*l, __atomic_fetch_add(l, 5, __ATOMIC_SEQ_CST));          /* lock add; ldaddal */
+    RMW_SEEN(*l, sum += __atomic_fetch_add(l, 7, __ATOMIC_SEQ_CST));   /* lock xadd */
+    RMW_SEEN(*l, __atomic_fetch_sub(l, 1, __ATOMIC_SEQ_CST));
+    RMW_SEEN(*l, __atomic_fetch_or(l, 0x0f00, __ATOMIC_SEQ_CST));      /* lock or; ldsetal */
+    RMW_SEEN(*l, __atomic_fetch_and(l, ~0xf0ul, __ATOMIC_SEQ_CST));    /* lock and; ldclral */
+    RMW_SEEN(*l, __atomic_fetch_xor(l, 0x3333, __ATOMIC_SEQ_CST));     /* lock xor; ldeoral */
+    RMW_SEEN(*l, sum += __atomic_add_fetch(l, 3, __ATOMIC_SEQ_CST));
+    RMW_SEEN(*l, sum += __atomic_exchange_n(l, 0x1234, __ATOMIC_SEQ_CST));
+#if defined(__aarch64__) || defined(__riscv)
+    RMW_SEEN(*l, rmw_max(l, 0x5000));
+#endif
+    RMW_SEEN(*w, __atomic_fetch_add(w, 5, __ATOMIC_SEQ_CST));
+    RMW_SEEN(*w, __atomic_fetch_or(w, 0x0f, __ATOMIC_SEQ_CST));
+    RMW_SEEN(*w, __atomic_fetch_and(w, 0x3c, __ATOMIC_SEQ_CST));
+    RMW_SEEN(*w, sum += __atomic_xor_fetch(w, 0xff, __ATOMIC_SEQ_CST));
+    return sum;
+}
+
+static int rmw_pipe[2];
+
+static void *rmw_idle(void *arg)
+{
+    char c;
+
+    (void)arg;
+    return read(rmw_pipe[0], &c, 1) < 0 ? NULL : arg;
+}
+
+/* rmw_ops() beside an idle thread; prints both words' addresses, then each op's before/after. */
+static int mode_rmw(void)
+{
+    pthread_t t;
+
+    if (pipe(rmw_pipe) != 0 || pthread_create(&t, NULL, rmw_idle, NULL) != 0) {
+        return 1;
+    }
+    rmw_ops();
+    if (write(rmw_pipe[1], "x", 1) != 1) {
+        return 1;
+    }
+    pthread_join(t, NULL);
+    printf("rmw long %p int %p ops %u\n", (void *)&rmw_long, (void *)&rmw_int, rmw_n);
+    for (unsigned i = 0; i < rmw_n; i++) {
+        printf("rmw %lx %lx\n", rmw_seen[i][0], rmw_seen[i][1]);
+    }
+    return 0;
+}
+
+#if defined(__x86_64__)
+/*
+ * movbe_ops(): movbe stores and loads of 2, 4 and 8 bytes, each store then
+ * a plain load of its word, each load after a plain store: the trace of a
+ * byte-swapping access must say what memory holds, as the plain one does.
+ */
+static _Alignas(64) volatile uint64_t movbe_cell;
+
+__attribute__((noinline)) static void movbe_ops(uint64_t seen[6])
+{
+    uint64_t v = 0xabcdef0123456789ull, r;
+
+    movbe_cell = 0;
+    __asm__ volatile("movbe %w1, %0" : "=m"(movbe_cell) : "r"((uint16_t)v));
+    seen[0] = movbe_cell;
+    __asm__ volatile("movbe %k1, %0" : "=m"(movbe_cell) : "r"((uint32_t)v));
+    seen[1] = movbe_cell;
+    __asm__ volatile("movbe %1, %0" : "=m"(movbe_cell) : "r"(v));
+    seen[2] = movbe_cell;
+    movbe_cell = 0x1122334455667788ull;
+    __asm__ volatile("movbe %1, %w0" : "=r"(r) : "m"(movbe_cell));
+    seen[3] = r;
+    __asm__ volatile("movbe %1, %k0" : "=r"(r) : "m"(movbe_cell));
+    seen[4] = r;
+    __asm__ volatile("movbe %1, %0" : "=r"(r) : "m"(movbe_cell));
+    seen[5] = r;
+}
+
+/* Prints the cell's address and what the guest saw: memory after each store, the register
+ * after each load. */
+static int mode_movbe(void)
+{
+    uint64_t seen[6];
+
+    movbe_ops(seen);
+    printf("movbe cell %p seen", (void *)&movbe_cell);
+    for (unsigned i = 0; i < 6; i++) {
+        printf(" %llx", (unsigned long long)seen[i]);
+    }
+    printf("\n");
+    return 0;
+}
+#endif
+
 /* A leaf function with no data and no call: its bytes run anywhere (mode maps). */
 __attribute__((noipa, aligned(64))) unsigned long leaf(unsigned long x)
 {
@@ -1533,6 +1679,32 @@ static int mode_maps(const char *file)
     return 0;
 }
 
+/* A page of @p fd holding a copy of leaf(), mapped to run (MAP_SHARED for a memfd). */
+static uint8_t *leaf_file_page(int fd, int flags)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+    if (fd < 0 || write(fd, (const void *)leaf, LEAF_COPY) != LEAF_COPY ||
+        ftruncate(fd, (off_t)page) != 0) {
+        die("a file for leaf()");
+    }
+    return must_map(NULL, page, PROT_READ | PROT_EXEC, flags, fd, 0);
+}
+
+/* Code from a memfd (a JIT's way) and from a file deleted once mapped: cov's module map. */
+static int mode_codefiles(const char *file)
+{
+    char path[4096];
+    uint8_t *m = leaf_file_page(memfd_create("sluice-jit", MFD_CLOEXEC), MAP_SHARED), *g;
+
+    call_copy(m, 0, " memfd");
+    snprintf(path, sizeof(path), "%s.gone", file);
+    g = leaf_file_page(open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0700), MAP_PRIVATE);
+    unlink(path);
+    call_copy(g, 0, " gone");
+    return 0;
+}
+
 static char stdout_buf[1 << 16];
 
 int main(int argc, char **argv)
@@ -1633,6 +1805,14 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "helpers") == 0) {
         map_counters(argv[2], 0);
         return mode_helpers();
+#endif
+    } else if (strcmp(mode, "codefiles") == 0) {
+        return mode_codefiles(argv[2]);
+    } else if (strcmp(mode, "rmw") == 0) {
+        return mode_rmw();
+#if defined(__x86_64__)
+    } else if (strcmp(mode, "movbe") == 0) {
+        return mode_movbe();
 #endif
 #ifdef HAVE_CAS
     } else if (strcmp(mode, "cas") == 0) {
