@@ -60,7 +60,13 @@ struct sluice_thread_info {
     const char *comm; /**< guest program name */
 };
 
-/** One guest memory access. */
+/**
+ * One guest memory access. Its value is the bytes it read or wrote, in the
+ * guest's byte order: what a plain load of that size puts in a register
+ * (for x86's byte-swapping movbe, memory's bytes, not its register's); an
+ * atomic read-modify-write is a load of what memory held, then a store of
+ * what it holds after (sluice/record.h, MEM records).
+ */
 struct sluice_mem {
     uint64_t pc;    /**< guest virtual address of the instruction */
     uint64_t addr;  /**< guest virtual address accessed */

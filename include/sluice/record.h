@@ -51,9 +51,11 @@
  *
  * A MEM record's tag encodes direction and size: tag = 0x10 | W<<3 | log2(size),
  * W = 1 for a store. The value holds the access's value in its low `size`
- * bytes (guest byte order already undone, i.e. the value the guest program
- * sees in a register); the upper bytes are unspecified and the consumer
- * library masks them. Records made by QEMU helpers (atomics under
+ * bytes: the bytes it read or wrote, in the guest's byte order (what a plain
+ * load of that size puts in a register; for a byte-swapping access, x86
+ * movbe, memory's bytes, not the instruction's register; for an atomic
+ * read-modify-write, what memory held, then what it holds after); the upper
+ * bytes are unspecified and the consumer library masks them. Records made by QEMU helpers (atomics under
  * CF_PARALLEL, target helpers that access memory one access at a time,
  * such as SVE loads and stores) carry their instruction's PC like inline
  * ones. Known gap: helpers that write guest memory through a host pointer

@@ -1069,6 +1069,89 @@ def case_cas(c):
         c.done("cas-%s" % enc)
 
 
+MEM_EVENT = re.compile(rb"^\d+ (READ|WRITE)(\d+) 0x([0-9a-f]+) addr=0x([0-9a-f]+) val=0x([0-9a-f]+)",
+                       re.M)
+
+
+def mem_events(dump, addrs):
+    """[(kind, size, pc, addr, val)] of a dump's memory events at addresses in addrs, in order
+    (one thread's: the guests here access them from one)."""
+    with open(dump, "rb") as f:
+        found = MEM_EVENT.findall(f.read())
+    return [(k.decode(), int(sz), int(pc, 16), int(a, 16), int(v, 16))
+            for k, sz, pc, a, v in found if int(a, 16) in addrs]
+
+
+def case_rmw(c):
+    """Atomic read-modify-writes beside an idle thread (QEMU's parallel helpers): each is a
+    READ of what memory held and a WRITE of what it holds after, at its pc, as the guest's own
+    plain loads saw them before and after (a store carried the instruction's operand, and
+    x86's lock add read the new value: hostile round 7)."""
+    lo, size = symbol(c.arch, c.prog, "rmw_ops")
+    filt = range_filter(c.args.filters, lo, lo + size)
+    for enc in ("block", "insn"):
+        ran = c.dump_run("rmw", enc, ["rmw"], filt,
+                         rb"rmw long 0x([0-9a-f]+) int 0x([0-9a-f]+) ops (\d+)\n"
+                         rb"((?:rmw [0-9a-f]+ [0-9a-f]+\n)*)")
+        if not ran:
+            continue
+        m, dump = ran
+        want = [(int(b, 16), int(a, 16)) for b, a in
+                re.findall(rb"rmw ([0-9a-f]+) ([0-9a-f]+)\n", m.group(4))]
+        read, got = {}, []  # a WRITE after a READ at its pc: an op (plain stores set up)
+        for kind, _, pc, _, val in mem_events(dump, {int(m.group(1), 16), int(m.group(2), 16)}):
+            if kind == "READ":
+                read[pc] = val
+            elif pc in read:
+                got.append((read.pop(pc), val))
+        problems = []
+        if len(want) != int(m.group(3)) or not want:
+            problems.append("the guest printed %d ops of %s" % (len(want), m.group(3)))
+        if got != want:
+            bad = [(i, g, w) for i, (g, w) in enumerate(zip(got, want)) if g != w]
+            problems.append("traced (read, write) of %d ops, the guest saw %d; first differences "
+                            "(op, traced, seen): %s" % (len(got), len(want),
+                                                        [(i, tuple(map(hex, g)), tuple(map(hex, w)))
+                                                         for i, g, w in bad[:3]]))
+        c.report("rmw %s" % enc, problems, "%d atomic ops traced as memory held them before "
+                 "and after" % len(got))
+        c.done("rmw-%s" % enc)
+
+
+def case_movbe(c):
+    if c.arch != "x86_64":
+        print("%s movbe: no byte-swapping access here" % c.arch)
+        return
+    lo, size = symbol(c.arch, c.prog, "movbe_ops")
+    movbe = sorted(pc for pc, (_, asm) in common.disassemble(c.arch, c.prog).items()
+                   if lo <= pc < lo + size and asm.startswith("movbe"))
+    if len(movbe) != 6:
+        common.fail("%s: movbe_ops has %d movbe instructions, not 6" % (c.prog, len(movbe)))
+    filt = range_filter(c.args.filters, lo, lo + size)
+    for enc in ("block", "insn"):
+        ran = c.dump_run("movbe", enc, ["movbe"], filt,
+                         rb"movbe cell 0x([0-9a-f]+) seen ((?:[0-9a-f]+ ?){6})\n")
+        if not ran:
+            continue
+        m, dump = ran
+        seen = [int(v, 16) for v in m.group(2).split()]
+        # Stores: memory's word after each, as a plain load saw it, cut to the store's size;
+        # loads: the register the guest got, its bytes swapped back (memory's order).
+        sizes = (2, 4, 8)
+        want = [("WRITE", n, seen[k] & ((1 << 8 * n) - 1)) for k, n in enumerate(sizes)]
+        want += [("READ", n, int.from_bytes((seen[3 + k] & ((1 << 8 * n) - 1)).to_bytes(n, "big"),
+                                            "little")) for k, n in enumerate(sizes)]
+        got = [(kind, sz, val) for kind, sz, pc, _, val in
+               mem_events(dump, {int(m.group(1), 16)}) if pc in movbe]
+        problems = []
+        if got != want:
+            problems.append("movbe traced %s; memory held %s"
+                            % ([(k, n, hex(v)) for k, n, v in got],
+                               [(k, n, hex(v)) for k, n, v in want]))
+        c.report("movbe %s" % enc, problems, "6 movbe accesses traced as memory holds them")
+        c.done("movbe-%s" % enc)
+
+
 def fsize(n):
     """A preexec_fn: `ulimit -f` of n bytes (the jitter's ring arena is a file)."""
     return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
@@ -1306,7 +1389,8 @@ CASES = {"nproc": case_nproc, "exec": case_exec, "exit": case_exit, "kill": case
          "spawnexit": case_spawnexit, "lowerfsize": case_lowerfsize, "fullas": case_fullas,
          "threads": case_threads, "churn": case_churn, "environ": case_environ,
          "bytes": case_bytes, "fsize": case_fsize, "retry": case_retry,
-         "helpers": case_helpers, "cas": case_cas, "maps": case_maps}
+         "helpers": case_helpers, "cas": case_cas, "maps": case_maps, "rmw": case_rmw,
+         "movbe": case_movbe}
 
 
 def main():
