@@ -59,11 +59,17 @@ int ctl_sock_listen(char *why, size_t n)
     char dir[sizeof(a.sun_path)], path[sizeof(a.sun_path)];
     int fd;
 
-    /* Bound as PATH.new, renamed to PATH once listening (see below): room for ".new". */
-    if (sluice_ctl_dir(dir, sizeof(dir), 1) < 0 ||
-        sluice_ctl_socket_path(path, sizeof(path) - 4, dir, ids_pid(NULL)) < 0) {
-        snprintf(why, n, "the socket's path is longer than %zu bytes", sizeof(a.sun_path) - 5);
-        return -1;
+    /* Bound as PATH.new, renamed to PATH once listening (see below): room for ".new". An
+     * XDG_RUNTIME_DIR too long for that: the /tmp place, where consumers look next. */
+    for (int xdg = 1;; xdg--) {
+        if (sluice_ctl_dir(dir, sizeof(dir), xdg) == 0 &&
+            sluice_ctl_socket_path(path, sizeof(path) - 4, dir, ids_pid(NULL)) == 0) {
+            break;
+        }
+        if (xdg == 0) {
+            snprintf(why, n, "the socket's path is longer than %zu bytes", sizeof(a.sun_path) - 5);
+            return -1;
+        }
     }
     memcpy(a.sun_path, path, strlen(path));
     memcpy(a.sun_path + strlen(path), ".new", 5); /* fits: path is at most 103 bytes long */

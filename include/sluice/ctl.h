@@ -114,8 +114,9 @@ struct sluice_ctl_msg {
  * Directory of this user's control sockets: `$XDG_RUNTIME_DIR/sluice` if
  * @p xdg and XDG_RUNTIME_DIR is an absolute path, else `/tmp/sluice-<uid>`
  * (uid: the real uid). The jitter creates it with mode 0700 and listens on
- * `<dir>/<pid>.sock`, choosing with @p xdg = 1 from QEMU's environment; a
- * consumer whose environment may differ looks in both.
+ * `<dir>/<pid>.sock`, choosing with @p xdg = 1 from QEMU's environment (the
+ * /tmp place when that path would not fit a socket's); a consumer whose
+ * environment may differ looks in both.
  * @param[out] buf  the path, NUL-terminated
  * @param      size bytes at @p buf
  * @param      xdg  1: XDG_RUNTIME_DIR's place when it is set; 0: the /tmp place

@@ -1086,6 +1086,27 @@ def case_ls(c):
     if stale and os.path.exists(a.sock):
         os.unlink(a.sock)
     ls_waiting(c)
+    ls_long_xdg(c)
+
+
+def ls_long_xdg(c):
+    """A guest run with an XDG_RUNTIME_DIR too long for a socket's path: its jitter listens in
+    the /tmp place, where `sluice ls` and `attach` look next (it said "consumers cannot attach
+    at run time", and ls listed nothing: hostile round 7)."""
+    longdir = os.path.join(c.tmp, "x" * 100)
+    os.makedirs(longdir, mode=0o700, exist_ok=True)
+    r = Run(c, "ls-longxdg", 3, None, mode=None, env={"XDG_RUNTIME_DIR": longdir})
+    c.pids = c.pids | {r.pid}
+    c.check(r.pid in ls(c, False), "sluice ls does not list a guest run with a %d-byte "
+            "XDG_RUNTIME_DIR" % len(longdir))
+    p, out = c.attach(r.pid, "ls-longxdg-attach", longdir, "stats", ["--json"])
+    rc, _, err = finish(p, 60)
+    r.finish(60)
+    guest_err = slurp(r.p.files[1])
+    c.check(rc == 0 and b"cannot attach" not in guest_err,
+            "a long XDG_RUNTIME_DIR: attach exit %s, stderr %r; sluice run's stderr %r"
+            % (rc, err[-300:], guest_err[-300:]))
+    print("long XDG_RUNTIME_DIR (%d bytes): listed, attached: exit %s" % (len(longdir), rc))
 
 
 def ls_waiting(c):
