@@ -22,6 +22,15 @@ def fail(msg):
     sys.exit(1)
 
 
+def conclude(name, problems, ok):
+    """Print each problem and fail, or print the test's ok line."""
+    for p in problems:
+        print("FAILED: " + p)
+    if problems:
+        fail("%s: %d problems" % (name, len(problems)))
+    print("%s: %s" % (name, ok))
+
+
 def qemu_dir():
     """The patched QEMU's directory from SLUICE_QEMU_DIR; fails (not skips) without it."""
     d = os.environ.get("SLUICE_QEMU_DIR", "")

@@ -228,11 +228,7 @@ def main():
             check_dynamic(args, tmp, problems)
             check_moved(args, tmp, problems)
             check_codefiles(args, tmp, problems)
-    for p in problems:
-        print("FAILED: " + p)
-    if problems:
-        common.fail("cov: %d problems" % len(problems))
-    print("cov: drcov files as the references say")
+    common.conclude("cov", problems, "drcov files as the references say")
 
 
 if __name__ == "__main__":

@@ -102,11 +102,7 @@ def main():
             for prog, pargs in (("/usr/bin/sha256sum", [data]), ("/usr/bin/gzip", ["-9c", data]),
                                 ("/usr/bin/sort", [data])):
                 check(args, tmp, "x86_64 " + os.path.basename(prog), prog, pargs, problems)
-    for p in problems:
-        print("FAILED: " + p)
-    if problems:
-        common.fail("replay: %d problems" % len(problems))
-    print("replay: every checked load read what the traced stores left")
+    common.conclude("replay", problems, "every checked load read what the traced stores left")
 
 
 if __name__ == "__main__":
