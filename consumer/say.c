@@ -1,13 +1,29 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * say.c — the sluice command's one-line messages (say.h). Any thread;
- * writes only stderr, from a buffer on the caller's stack.
+ * writes only stderr (say) or the caller's buffer (say_shown).
  */
 #include "say.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+static int is_control(char c)
+{
+    return (unsigned char)c < 0x20 || c == 0x7f;
+}
+
+const char *say_shown(const char *s, char *buf, size_t size)
+{
+    size_t i = 0;
+
+    for (; s && *s && i + 1 < size; s++) {
+        buf[i++] = is_control(*s) ? '?' : *s;
+    }
+    buf[i] = 0;
+    return buf;
+}
 
 void say(const char *fmt, ...)
 {
@@ -24,9 +40,7 @@ void say(const char *fmt, ...)
     }
     n = strlen(buf);
     for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)buf[i];
-
-        if ((c < 0x20 || c == 0x7f) && !(c == '\n' && i + 1 == n)) {
+        if (is_control(buf[i]) && !(buf[i] == '\n' && i + 1 == n)) {
             buf[i] = '?';
         }
     }

@@ -12,6 +12,8 @@
 #ifndef SLUICE_SAY_H
 #define SLUICE_SAY_H
 
+#include <stddef.h>
+
 /**
  * Write printf(@p fmt, ...) to stderr with each control character (bytes
  * 0x01..0x1f and 0x7f) but a final newline shown as '?', in one stdio call.
@@ -20,5 +22,14 @@
  * ignored (there is nowhere left to say them).
  */
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/**
+ * @p s with each control character shown as '?', into @p buf (@p size
+ * bytes, size > 0; cut to fit, NUL-terminated): for a name or message the
+ * guest or a user chose (a program's name, a path in an error) written
+ * where say() does not go, such as a report on stdout. @return @p buf.
+ * Any thread.
+ */
+const char *say_shown(const char *s, char *buf, size_t size);
 
 #endif

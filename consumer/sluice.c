@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -718,7 +719,16 @@ static void report_nothing_selected(const struct run_args *a, const struct sluic
  * line (QEMU's own message, if any, is above it). */
 static void report_not_started(int status, const struct sluice_session *s)
 {
-    if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+    struct rlimit as;
+
+    if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) != 0 &&
+        getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+        /* QEMU's own "Cannot allocate memory" does not say why: the jitter's 1.1 GiB. */
+        say("sluice: QEMU exited with status %d before tracing started (its message is "
+            "above; under ulimit -v of %llu MiB: the jitter needs about 1.1 GiB of address "
+            "space beside QEMU's)\n",
+            WEXITSTATUS(status), (unsigned long long)(as.rlim_cur >> 20));
+    } else if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) != 0) {
         say("sluice: QEMU exited with status %d before tracing started (its message is "
             "above)\n",
             WEXITSTATUS(status));
@@ -1357,7 +1367,7 @@ static int cmd_ls(int argc, char **argv)
         } else if (json) {
             /* arch and comm: printable names; a quote or backslash is replaced. */
             for (char *c = p[i].comm; *c; c++) {
-                *c = (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) ? '?' : *c;
+                *c = (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20 || *c == 0x7f) ? '?' : *c;
             }
             printf("%s{\"pid\": %u, \"answering\": true, \"arch\": \"%s\", \"comm\": \"%s\", "
                    "\"threads\": %u, \"consumers\": %u, \"lossless\": %u, \"waiting\": %u, "
@@ -1365,9 +1375,12 @@ static int cmd_ls(int argc, char **argv)
                    shown++ ? ", " : "", p[i].pid, p[i].arch, p[i].comm, p[i].threads,
                    p[i].consumers, p[i].lossless, p[i].waiting, (unsigned long long)p[i].lost);
         } else {
+            char comm[sizeof(p[i].comm)];
+
+            /* One line per process, whatever the guest named itself. */
             printf("%u %s %s threads=%u consumers=%u lossless=%u lost=%llu", p[i].pid, p[i].arch,
-                   p[i].comm, p[i].threads, p[i].consumers, p[i].lossless,
-                   (unsigned long long)p[i].lost);
+                   say_shown(p[i].comm, comm, sizeof(comm)), p[i].threads, p[i].consumers,
+                   p[i].lossless, (unsigned long long)p[i].lost);
             if (p[i].waiting) {
                 printf(" (it starts once %u more attach%s)", p[i].waiting,
                        p[i].waiting == 1 ? "es" : "");

@@ -67,9 +67,11 @@ static void print_table(FILE *f, const struct sluice_counts *total, const struct
     fprintf(f, "%8s %8s %-8s %-16s %14s %14s %14s %10s\n", "pid", "tid", "arch", "comm", "insns",
             "loads", "stores", "lost");
     for (i = 0; i < n; i++) {
+        char comm[64];
+
         fprintf(f, "%8u %8u %-8s %-16s %14llu %14llu %14llu %10llu\n", t[i].pid, t[i].tid,
-                t[i].arch, t[i].comm, (ull)c[i].insns, (ull)c[i].loads, (ull)c[i].stores,
-                (ull)c[i].lost);
+                t[i].arch, say_shown(t[i].comm, comm, sizeof(comm)), (ull)c[i].insns,
+                (ull)c[i].loads, (ull)c[i].stores, (ull)c[i].lost);
     }
     fprintf(f, "%8s %8s %-8s %-16s %14llu %14llu %14llu %10llu\n", "total", "", "", "",
             (ull)total->insns, (ull)total->loads, (ull)total->stores, (ull)total->lost);
@@ -77,7 +79,10 @@ static void print_table(FILE *f, const struct sluice_counts *total, const struct
             seconds > 0 ? (double)events / seconds / 1e6 : 0.0);
     /* The counts are of what was delivered: a file read alone must not look whole. */
     if (errors) {
-        fprintf(f, "not the whole trace: %s%s\n", sluice_session__error(s),
+        char why[1024];
+
+        fprintf(f, "not the whole trace: %s%s\n",
+                say_shown(sluice_session__error(s), why, sizeof(why)),
                 errors > 1 ? " (and more: see stderr)" : "");
     }
 }

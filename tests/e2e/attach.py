@@ -1087,6 +1087,26 @@ def case_ls(c):
         os.unlink(a.sock)
     ls_waiting(c)
     ls_long_xdg(c)
+    ls_odd_comm(c)
+
+
+def ls_odd_comm(c):
+    """A guest whose program's name holds a newline and a terminal escape: one line in `sluice
+    ls` and in a stats table, those bytes as '?' (each split in two, the escape raw: hostile
+    round 8)."""
+    odd = os.path.join(c.tmp, "od\nd\x1b[7m")
+    shutil.copy(c.prog, odd)
+    shown = "od?d?[7m"
+    r = Run(c, "ls-oddcomm", 3, None, mode=None, cmd=[odd, "3"], plain=[c.prog, "3"])
+    c.pids = c.pids | {r.pid}
+    line = ls(c, False).get(r.pid, "")
+    c.check(" %s threads=" % shown in line, "sluice ls of a program named %r: %r" % (odd, line))
+    r.finish(60)
+    rc, _, err = common.run([c.args.sluice, "run", "--tool", "stats", "--", odd, "1"], 60)
+    rows = [l for l in err.decode(errors="replace").splitlines() if " x86_64 " in l]
+    c.check(rc == 0 and rows and all(shown in r for r in rows) and b"\x1b" not in err,
+            "the stats table of a program named %r: exit %s, rows %r" % (odd, rc, rows))
+    print("odd comm: ls %r; stats %r" % (line, rows[:1]))
 
 
 def ls_long_xdg(c):

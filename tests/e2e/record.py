@@ -738,6 +738,16 @@ def check_odd_name(args, tmp, data, problems):
     print("odd name: %r" % said)
     if len(said) != 1 or "p?r?[31mo?g" not in said[0] or "\x1b" in err:
         problems.append("odd name: %r: want one line naming p?r?[31mo?g" % err[-300:])
+    # The same trace cut, at an odd path: stats' footer repeats the error naming it, in one
+    # line too (it printed the path raw: hostile round 8).
+    cut = os.path.join(tmp, "c\nu\x1b[7mt.sltr")
+    with open(trace, "rb") as f, open(cut, "wb") as g:
+        g.write(f.read(4000))  # a frame cut short: an error that names the file
+    _, _, err = sluice(args, ["report", cut], what="odd cut report", want_rc=None)
+    foot = [l for l in err.splitlines() if l.startswith("not the whole trace: ")]
+    print("odd cut: %r" % foot)
+    if len(foot) != 1 or "c?u?[7mt.sltr" not in foot[0] or "\x1b" in err:
+        problems.append("odd cut: %r: want a footer naming c?u?[7mt.sltr" % err[-300:])
 
 
 def check_long_path(args, tmp, data, problems):
