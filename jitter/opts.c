@@ -7,6 +7,7 @@
  * values point into it).
  */
 #include "opts.h"
+#include "say.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -19,7 +20,7 @@
 
 static int bad(const char *item, const char *why)
 {
-    fprintf(stderr, "sluice-jitter: option '%s': %s\n", item, why);
+    jitter_say("sluice-jitter: option '%s': %s\n", item, why);
     return -EINVAL;
 }
 

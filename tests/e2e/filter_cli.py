@@ -72,6 +72,7 @@ SEC("sluice/inst") int hook_inst(struct sluice_inst_ctx *ctx)
 
 
 def sluice(args, tmp, name, extra=()):
+    os.makedirs(tmp, exist_ok=True)
     src = os.path.join(tmp, name + ".c")
     with open(src, "w") as f:
         f.write(SOURCES[name])
@@ -130,6 +131,18 @@ def check_fault(args, tmp):
     if len(total) != 1 or int(total[0]) < lifted:
         problems.append("want a fault count >= %d distinct pcs, got %r" % (lifted, total))
     return problems
+
+
+def check_fault_odd_path(args, tmp):
+    """The fault filter in a directory whose name holds a newline and a terminal escape: the
+    jitter's lines naming it are one line each, those bytes as '?' (the first-fault line
+    broke in three, the escape raw: hostile round 8)."""
+    rc, err, _, _ = sluice(args, os.path.join(tmp, "n\nl\x1b[31m"), "fault")
+    named = [ln for ln in err.splitlines() if "fault.c" in ln]
+    if rc != 0 or "\x1b" in err or len(named) != 2 or \
+            not all("n?l?[31m/fault.c" in ln for ln in named):
+        return ["exit %d; want 2 lines naming n?l?[31m/fault.c, no escape: %r" % (rc, err[-400:])]
+    return []
 
 
 def check_usage(args, tmp, name, extra, pattern):
@@ -203,6 +216,7 @@ def main():
     checks = [
         ("printk", lambda tmp: check_printk(args, tmp)),
         ("fault", lambda tmp: check_fault(args, tmp)),
+        ("fault, odd path", lambda tmp: check_fault_odd_path(args, tmp)),
         ("fifo", lambda tmp: check_fifo(args, tmp)),
         ("swap", lambda tmp: check_swap(args, tmp)),
         ("broken", lambda tmp: check_usage(args, tmp, "broken", [],
