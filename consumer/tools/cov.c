@@ -297,7 +297,8 @@ static int report(struct tool_env *env, struct sluice_session *s, double seconds
         rc = -1;
     }
     if (C.anon) {
-        say("sluice: cov: %llu blocks ran in memory that no file maps (left out)\n",
+        /* Runs, not distinct blocks: each block event counts (the coverage filter: one). */
+        say("sluice: cov: code in memory that no file maps ran (%llu block runs, left out)\n",
             (unsigned long long)C.anon);
     }
     if (C.too_far || C.nomem) {

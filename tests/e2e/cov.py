@@ -196,7 +196,7 @@ def check_codefiles(args, tmp, problems):
     gone = [(mid, b) for mid, (b, _, p) in mods.items() if p == base + ".gone"]
     memfd = [p for _, _, p in mods.values() if "memfd:" in p]
     said_gone = ("sluice: cov: %s.gone is gone (deleted since the guest mapped it)" % base).encode()
-    if memfd or b"blocks ran in memory that no file maps" not in err:
+    if memfd or b"code in memory that no file maps ran" not in err:
         problems.append("codefiles: the memfd's code is a module %s, or not counted as "
                         "anonymous memory: stderr %r" % (memfd, err[-400:]))
     if [b for _, b in gone] != [calls[b"gone"]] or not any(m == gone[0][0] for m, _, _ in bbs):
