@@ -55,14 +55,16 @@
  * load of that size puts in a register; for a byte-swapping access, x86
  * movbe, memory's bytes, not the instruction's register; for an atomic
  * read-modify-write, what memory held, then what it holds after); the upper
- * bytes are unspecified and the consumer library masks them. Records made by QEMU helpers (atomics under
- * CF_PARALLEL, target helpers that access memory one access at a time,
- * such as SVE loads and stores) carry their instruction's PC like inline
- * ones. Known gap: helpers that write guest memory through a host pointer
- * from probe_access() (x86 fxsave/xsave/fnsave and their restores, aarch64
- * DC ZVA) make no records, under QEMU's plugin API neither. (Format 1
- * wrote PC 0 for "the preceding EXEC record's"; since format 3 a MEM
- * record's PC is always its instruction's, 0 included.)
+ * bytes are unspecified and the consumer library masks them. Records made by
+ * QEMU helpers (atomics under CF_PARALLEL, target helpers that access memory
+ * one access at a time, such as SVE loads and stores) carry their
+ * instruction's PC like inline ones. Known gaps: helpers that write guest
+ * memory through a host pointer from probe_access() (x86 fxsave/xsave/fnsave
+ * and their restores, aarch64 DC ZVA) make no records, under QEMU's plugin
+ * API neither; a store-conditional that fails beside other threads is a
+ * store of the value memory kept (QEMU runs it as a compare-and-swap).
+ * (Format 1 wrote PC 0 for "the preceding EXEC record's"; since format 3 a
+ * MEM record's PC is always its instruction's, 0 included.)
  *
  * With a filter, any record may be absent: an instruction's MEM records
  * need not follow an EXEC record of the same PC.

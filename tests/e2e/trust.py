@@ -1074,12 +1074,12 @@ MEM_EVENT = re.compile(rb"^\d+ (READ|WRITE)(\d+) 0x([0-9a-f]+) addr=0x([0-9a-f]+
 
 
 def mem_events(dump, addrs):
-    """[(kind, size, pc, addr, val)] of a dump's memory events at addresses in addrs, in order
-    (one thread's: the guests here access them from one)."""
+    """[(kind, size, pc, addr, val)] of a dump's memory events at addresses in addrs (None:
+    all), in order (one thread's: the guests here access them from one)."""
     with open(dump, "rb") as f:
         found = MEM_EVENT.findall(f.read())
     return [(k.decode(), int(sz), int(pc, 16), int(a, 16), int(v, 16))
-            for k, sz, pc, a, v in found if int(a, 16) in addrs]
+            for k, sz, pc, a, v in found if addrs is None or int(a, 16) in addrs]
 
 
 def case_rmw(c):
@@ -1116,6 +1116,40 @@ def case_rmw(c):
         c.report("rmw %s" % enc, problems, "%d atomic ops traced as memory held them before "
                  "and after" % len(got))
         c.done("rmw-%s" % enc)
+
+
+def case_firstfault(c):
+    """First-fault and no-fault vector loads where nothing can fault (riscv64 vle*ff.v, SVE
+    ldff1/ldnf1 contiguous and gather) load what they load untraced, every element a traced
+    READ at its pc (traced, they stopped after the first element: a legal load, not the one
+    the untraced program makes; hostile round 8)."""
+    if c.arch not in ("riscv64", "aarch64"):
+        print("%s firstfault: no first-fault load here" % c.arch)
+        return
+    rc, plain, err = common.run(common.cmd_plain(c.arch, c.prog, ["firstfault", c.path("ff")]))
+    if rc != 0 or not plain.startswith(b"firstfault "):
+        common.fail("%s firstfault untraced: exit %d, %r %r" % (c.arch, rc, plain, err[-300:]))
+    want = [int(v) for v in plain.split()[1:]]
+    lo, size = symbol(c.arch, c.prog, "firstfault_ops")
+    ff = sorted(pc for pc, (_, asm) in common.disassemble(c.arch, c.prog).items()
+                if lo <= pc < lo + size and re.match(r"(vle\d+ff\.v|ld[fn]f1)", asm))
+    filt = range_filter(c.args.filters, lo, lo + size)
+    for enc in ("block", "insn"):
+        ran = c.dump_run("firstfault", enc, ["firstfault"], filt, rb"firstfault ([0-9 ]+)\n")
+        if not ran:
+            continue
+        m, dump = ran
+        got = [int(v) for v in m.group(1).split()]
+        reads = [sum(1 for kind, _, pc, _, _ in mem_events(dump, None) if kind == "READ"
+                     and pc == at) for at in ff]
+        problems = []
+        if got != want:
+            problems.append("traced, the loads loaded %s elements; untraced %s" % (got, want))
+        if reads != want:
+            problems.append("traced READs at the loads' pcs %s: %s, want one per element %s"
+                            % ([hex(p) for p in ff], reads, want))
+        c.report("firstfault %s" % enc, problems, "elements loaded %s, as untraced" % got)
+        c.done("firstfault-%s" % enc)
 
 
 def case_movbe(c):
@@ -1390,7 +1424,7 @@ CASES = {"nproc": case_nproc, "exec": case_exec, "exit": case_exit, "kill": case
          "threads": case_threads, "churn": case_churn, "environ": case_environ,
          "bytes": case_bytes, "fsize": case_fsize, "retry": case_retry,
          "helpers": case_helpers, "cas": case_cas, "maps": case_maps, "rmw": case_rmw,
-         "movbe": case_movbe}
+         "movbe": case_movbe, "firstfault": case_firstfault}
 
 
 def main():

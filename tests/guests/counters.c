@@ -100,6 +100,8 @@
  *   cas N             (x86_64, aarch64) two threads add 1 to one word N times each with a
  *                     compare-and-swap loop (cas_inc); prints the adds, the failed tries
  *                     both threads counted and the word's final value
+ *   firstfault        (riscv64, aarch64) first-fault and no-fault vector loads in the middle
+ *                     of a buffer; prints the elements each loaded (all: nothing can fault)
  *   codefiles N       calls a copy of leaf() N times from a memfd page, then N times from a
  *                     page of FILE.gone, deleted once mapped; prints each run of calls
  *   rmw               atomic read-modify-writes (add, sub, or, and, xor, exchange, signed
@@ -1429,7 +1431,9 @@ static inline void rmw_max(volatile unsigned long *p, long v)
     long old;
 
     __asm__ volatile(".arch_extension lse\nldsmaxal %1, %0, [%2]"
-                     : "=r"(old) : "r"(v), "r"(p) : "memory");
+                     : "=r"(old)
+                     : "r"(v), "r"(p)
+                     : "memory");
     (void)old;
 #elif defined(__riscv)
     long old;
@@ -1449,12 +1453,12 @@ __attribute__((noinline)) static unsigned long rmw_ops(void)
 
     *l = 100;
     *w = 0xf0;
-    RMW_SEEN(*l, __atomic_fetch_add(l, 5, __ATOMIC_SEQ_CST));          /* lock add; ldaddal */
-    RMW_SEEN(*l, sum += __atomic_fetch_add(l, 7, __ATOMIC_SEQ_CST));   /* lock xadd */
+    RMW_SEEN(*l, __atomic_fetch_add(l, 5, __ATOMIC_SEQ_CST));        /* lock add; ldaddal */
+    RMW_SEEN(*l, sum += __atomic_fetch_add(l, 7, __ATOMIC_SEQ_CST)); /* lock xadd */
     RMW_SEEN(*l, __atomic_fetch_sub(l, 1, __ATOMIC_SEQ_CST));
-    RMW_SEEN(*l, __atomic_fetch_or(l, 0x0f00, __ATOMIC_SEQ_CST));      /* lock or; ldsetal */
-    RMW_SEEN(*l, __atomic_fetch_and(l, ~0xf0ul, __ATOMIC_SEQ_CST));    /* lock and; ldclral */
-    RMW_SEEN(*l, __atomic_fetch_xor(l, 0x3333, __ATOMIC_SEQ_CST));     /* lock xor; ldeoral */
+    RMW_SEEN(*l, __atomic_fetch_or(l, 0x0f00, __ATOMIC_SEQ_CST));   /* lock or; ldsetal */
+    RMW_SEEN(*l, __atomic_fetch_and(l, ~0xf0ul, __ATOMIC_SEQ_CST)); /* lock and; ldclral */
+    RMW_SEEN(*l, __atomic_fetch_xor(l, 0x3333, __ATOMIC_SEQ_CST));  /* lock xor; ldeoral */
     RMW_SEEN(*l, sum += __atomic_add_fetch(l, 3, __ATOMIC_SEQ_CST));
     RMW_SEEN(*l, sum += __atomic_exchange_n(l, 0x1234, __ATOMIC_SEQ_CST));
 #if defined(__aarch64__) || defined(__riscv)
@@ -1705,6 +1709,69 @@ static int mode_codefiles(const char *file)
     return 0;
 }
 
+/*
+ * firstfault_ops(): first-fault and no-fault vector loads in the middle of a
+ * mapped buffer, where nothing can fault: each loads every element, traced
+ * or not (riscv64 vle8ff.v, vle32ff.v; aarch64 SVE ldff1b, ldnf1b, and a
+ * gather ldff1w). @p n gets the elements each loaded.
+ */
+#if defined(__riscv) || defined(__aarch64__)
+static _Alignas(64) uint8_t ff_buf[1024];
+#endif
+
+__attribute__((noinline)) static int firstfault_ops(long n[3])
+{
+#if defined(__riscv)
+    __asm__ volatile(".option push\n.option arch, +v\n"
+                     "vsetivli t0, 16, e8, m1, ta, ma\nvle8ff.v v1, (%1)\ncsrr %0, vl\n"
+                     ".option pop"
+                     : "=r"(n[0])
+                     : "r"(ff_buf + 64)
+                     : "memory", "t0");
+    __asm__ volatile(".option push\n.option arch, +v\n"
+                     "vsetivli t0, 4, e32, m1, ta, ma\nvle32ff.v v2, (%1)\ncsrr %0, vl\n"
+                     ".option pop"
+                     : "=r"(n[1])
+                     : "r"(ff_buf + 128)
+                     : "memory", "t0");
+    return 2;
+#elif defined(__aarch64__)
+    __asm__ volatile(".arch_extension sve\nptrue p0.b\nsetffr\n"
+                     "ldff1b {z0.b}, p0/z, [%1]\nrdffr p1.b\ncntp %0, p0, p1.b"
+                     : "=r"(n[0])
+                     : "r"(ff_buf + 128)
+                     : "memory", "p0", "p1", "v0");
+    __asm__ volatile(".arch_extension sve\nptrue p0.b\nsetffr\n"
+                     "ldnf1b {z0.b}, p0/z, [%1]\nrdffr p1.b\ncntp %0, p0, p1.b"
+                     : "=r"(n[1])
+                     : "r"(ff_buf + 256)
+                     : "memory", "p0", "p1", "v0");
+    __asm__ volatile(".arch_extension sve\nptrue p0.s\nindex z1.s, #0, #1\nsetffr\n"
+                     "ldff1w {z0.s}, p0/z, [%1, z1.s, uxtw #2]\nrdffr p1.b\ncntp %0, p0, p1.s"
+                     : "=r"(n[2])
+                     : "r"(ff_buf + 512)
+                     : "memory", "p0", "p1", "v0", "v1");
+    return 3;
+#else
+    (void)n;
+    return 0;
+#endif
+}
+
+/* Prints how many elements each first-fault or no-fault load loaded. */
+static int mode_firstfault(void)
+{
+    long n[3] = {0, 0, 0};
+    int k = firstfault_ops(n);
+
+    printf("firstfault");
+    for (int i = 0; i < k; i++) {
+        printf(" %ld", n[i]);
+    }
+    printf("\n");
+    return 0;
+}
+
 static char stdout_buf[1 << 16];
 
 int main(int argc, char **argv)
@@ -1806,6 +1873,8 @@ int main(int argc, char **argv)
         map_counters(argv[2], 0);
         return mode_helpers();
 #endif
+    } else if (strcmp(mode, "firstfault") == 0) {
+        return mode_firstfault();
     } else if (strcmp(mode, "codefiles") == 0) {
         return mode_codefiles(argv[2]);
     } else if (strcmp(mode, "rmw") == 0) {
