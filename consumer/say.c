@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * say.c — the sluice command's one-line messages (say.h). Any thread;
- * writes only stderr (say) or the caller's buffer (say_shown).
+ * say.c — one-line messages (say.h), of the sluice command and of the
+ * jitter. Any thread; writes only stderr (say) or the caller's buffer
+ * (say_shown); allocates nothing.
  */
 #include "say.h"
 

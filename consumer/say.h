@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /**
  * @file say.h
- * @brief The sluice command's one-line messages on stderr.
+ * @brief One-line messages on stderr: the sluice command's, and the
+ *        jitter's in QEMU (jitter/meson.build builds say.c into both).
  *
  * A message names user paths (the program, a filter, -o, --record, a trace
- * file) and text made from them (precheck.c's, the library's errors): a
- * newline or a terminal escape in a path would break the line in two or
- * reach the terminal. say() shows every control character of the message
- * as '?', but for one newline that ends it.
+ * file) and text made from them (precheck.c's, the library's and the filter
+ * loader's errors): a newline or a terminal escape in a path would break
+ * the line in two or reach the terminal. say() shows every control
+ * character of the message as '?', but for one newline that ends it.
  */
 #ifndef SLUICE_SAY_H
 #define SLUICE_SAY_H

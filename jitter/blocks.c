@@ -11,7 +11,7 @@
  * the module log (maplog.c writes it; this file only places it).
  */
 #include "blocks.h"
-#include "say.h"
+#include "../consumer/say.h"
 
 #include "arena.h"
 #include "fds.h"
@@ -438,13 +438,13 @@ unsigned blocks_recorded(uint64_t id, unsigned from, unsigned to)
 void blocks_report(void)
 {
     if (B.refused > B.refused_nomem) {
-        jitter_say("sluice-jitter: block table full (%llu descriptors): %llu TBs wrote one record "
-                   "per instruction instead (exact, slower)\n",
-                   (unsigned long long)B.count, (unsigned long long)(B.refused - B.refused_nomem));
+        say("sluice-jitter: block table full (%llu descriptors): %llu TBs wrote one record "
+            "per instruction instead (exact, slower)\n",
+            (unsigned long long)B.count, (unsigned long long)(B.refused - B.refused_nomem));
     }
     if (B.refused_nomem) {
-        jitter_say("sluice-jitter: no memory to index the block table (%llu descriptors): %llu TBs "
-                   "wrote one record per instruction instead (exact, slower)\n",
-                   (unsigned long long)B.count, (unsigned long long)B.refused_nomem);
+        say("sluice-jitter: no memory to index the block table (%llu descriptors): %llu TBs "
+            "wrote one record per instruction instead (exact, slower)\n",
+            (unsigned long long)B.count, (unsigned long long)B.refused_nomem);
     }
 }

@@ -25,7 +25,7 @@
  * the later ones by ctl_announce().
  */
 #include "ctl.h"
-#include "say.h"
+#include "../consumer/say.h"
 #include "arena.h"
 #include "ctl_sock.h"
 #include "fds.h"
@@ -213,7 +213,7 @@ static void tell_dropped(unsigned i, const char *why)
 static void cut_off(unsigned i, const char *why)
 {
     if (why) {
-        jitter_say("sluice-jitter: consumer in slot %u dropped: %s\n", i, why);
+        say("sluice-jitter: consumer in slot %u dropped: %s\n", i, why);
         tell_dropped(i, why);
     }
     close_everywhere(i);
@@ -421,9 +421,9 @@ static void gone(unsigned i)
     if (!reg.c[i].via_socket && reg.waiting > 0) {
         /* `sluice run` (the consumer it was started with) is gone before the
          * guest started: nobody may be left to attach, so wait no longer. */
-        jitter_say("sluice-jitter: the consumer that started pid %d left before %u more "
-                   "attached: the guest starts now\n",
-                   (int)ids_pid(NULL), reg.waiting);
+        say("sluice-jitter: the consumer that started pid %d left before %u more "
+            "attached: the guest starts now\n",
+            (int)ids_pid(NULL), reg.waiting);
         reg.waiting = 0;
         pthread_cond_broadcast(&reg.attached);
     }
@@ -485,7 +485,7 @@ static int welcome(unsigned i, time_t until)
         snprintf(why, sizeof(why), "no tail file for it (%s)",
                  err == -EMFILE ? "the guest holds every descriptor its RLIMIT_NOFILE allows"
                                 : strerror(-err));
-        jitter_say("sluice-jitter: consumer refused: %s\n", why);
+        say("sluice-jitter: consumer refused: %s\n", why);
         fds_lock();
         refuse(reg.c[i].fd, why);
         fds_unlock();
@@ -661,8 +661,8 @@ static int accept_one(void)
     }
     if (uid != (uint32_t)geteuid()) {
         if (!reg.said_uid) {
-            jitter_say("sluice-jitter: refused a consumer of uid %u (this process runs as %u)\n",
-                       uid, (unsigned)geteuid());
+            say("sluice-jitter: refused a consumer of uid %u (this process runs as %u)\n", uid,
+                (unsigned)geteuid());
             reg.said_uid = 1;
         }
         refuse(fd, "another user's process");
@@ -807,7 +807,7 @@ static void listen_here(int init)
 
     if (fd < 0) {
         if (!init || fds_spare() != -EMFILE) {
-            jitter_say("sluice-jitter: consumers cannot attach at run time: %s\n", why);
+            say("sluice-jitter: consumers cannot attach at run time: %s\n", why);
         }
         return;
     }
@@ -829,8 +829,8 @@ static int inherited_hello(unsigned i)
     tv.tv_sec = 0;
     setsockopt(reg.c[i].fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     if (n != (ssize_t)sizeof(m) || m.type != SLUICE_CTL_HELLO) {
-        jitter_say("sluice-jitter: consumer sent no HELLO (%s)\n",
-                   n < 0 ? strerror(errno) : "short or wrong message");
+        say("sluice-jitter: consumer sent no HELLO (%s)\n",
+            n < 0 ? strerror(errno) : "short or wrong message");
         return -EPROTO;
     }
     if (m.version != SLUICE_CTL_VERSION) {
@@ -839,7 +839,7 @@ static int inherited_hello(unsigned i)
         snprintf(why, sizeof(why), "control protocol %u, jitter speaks %u", m.version,
                  SLUICE_CTL_VERSION);
         refuse(reg.c[i].fd, why);
-        jitter_say("sluice-jitter: consumer refused: %s\n", why);
+        say("sluice-jitter: consumer refused: %s\n", why);
         return -EPROTO;
     }
     attach(i, &m);
@@ -853,12 +853,11 @@ static void say_reserve_failed(const char *what, uint64_t bytes, int err)
     struct rlimit rl;
 
     if (err == -ENOMEM && getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-        jitter_say("sluice-jitter: cannot reserve %s (%llu MiB of address space) within the "
-                   "address-space limit of %llu MiB with QEMU's own (ulimit -v): raise it\n",
-                   what, (unsigned long long)(bytes >> 20),
-                   (unsigned long long)(rl.rlim_cur >> 20));
+        say("sluice-jitter: cannot reserve %s (%llu MiB of address space) within the "
+            "address-space limit of %llu MiB with QEMU's own (ulimit -v): raise it\n",
+            what, (unsigned long long)(bytes >> 20), (unsigned long long)(rl.rlim_cur >> 20));
     } else {
-        jitter_say("sluice-jitter: cannot reserve %s: %s\n", what, strerror(-err));
+        say("sluice-jitter: cannot reserve %s: %s\n", what, strerror(-err));
     }
 }
 
@@ -877,13 +876,13 @@ int ctl_init(const char *arch, const char *comm, int fd, int listen, unsigned wa
     }
     if (fd >= 0) {
         if (fcntl(fd, F_GETFD) < 0) {
-            jitter_say("sluice-jitter: consumer_fd=%d is not an open file descriptor\n", fd);
+            say("sluice-jitter: consumer_fd=%d is not an open file descriptor\n", fd);
             return -EBADF;
         }
         /* Out of the guest's way (fds.c); the inherited number is closed. */
         own = fds_adopt(fd, &reg.c[0].fd);
         if (own < 0) {
-            jitter_say("sluice-jitter: cannot keep the consumer socket: %s\n", strerror(-own));
+            say("sluice-jitter: cannot keep the consumer socket: %s\n", strerror(-own));
             return own;
         }
         reg.c[0].state = PENDING;
@@ -898,14 +897,13 @@ int ctl_init(const char *arch, const char *comm, int fd, int listen, unsigned wa
         keep_spare();
     }
     if (reg.listen_fd < 0 && reg.waiting > 0) {
-        jitter_say(
-            "sluice-jitter: wait_attach=%u needs the socket, and there is none%s\n", reg.waiting,
+        say("sluice-jitter: wait_attach=%u needs the socket, and there is none%s\n", reg.waiting,
             fds_spare() == -EMFILE ? " (no descriptor is left for it: raise ulimit -n)" : "");
         return -EINVAL;
     }
     err = start_control();
     if (err < 0) {
-        jitter_say("sluice-jitter: cannot start the control thread: %s\n", strerror(-err));
+        say("sluice-jitter: cannot start the control thread: %s\n", strerror(-err));
     }
     return err;
 }
@@ -914,9 +912,8 @@ void ctl_wait_attach(void)
 {
     pthread_mutex_lock(&reg.lock);
     if (reg.waiting > 0) {
-        jitter_say("sluice-jitter: pid %d waits for %u consumer%s to attach (sluice attach %d)\n",
-                   (int)ids_pid(NULL), reg.waiting, reg.waiting == 1 ? "" : "s",
-                   (int)ids_pid(NULL));
+        say("sluice-jitter: pid %d waits for %u consumer%s to attach (sluice attach %d)\n",
+            (int)ids_pid(NULL), reg.waiting, reg.waiting == 1 ? "" : "s", (int)ids_pid(NULL));
     }
     while (reg.waiting > 0) {
         pthread_cond_wait(&reg.attached, &reg.lock);
@@ -958,9 +955,9 @@ void ctl_fork_child(void)
         listen_here(0);
     }
     if (start_control() < 0) {
-        jitter_say("sluice-jitter: child %d has no control thread: its consumers' hang-ups "
-                   "go unnoticed\n",
-                   (int)ids_pid(NULL));
+        say("sluice-jitter: child %d has no control thread: its consumers' hang-ups "
+            "go unnoticed\n",
+            (int)ids_pid(NULL));
     }
 }
 
@@ -1021,7 +1018,7 @@ void ctl_exec_failed(void)
         __atomic_store_n(&reg.exec_tid, 0, __ATOMIC_RELAXED);
         pthread_mutex_lock(&reg.lock);
         if (listen_again(why, sizeof(why)) < 0) {
-            jitter_say("sluice-jitter: consumers cannot attach at run time any more: %s\n", why);
+            say("sluice-jitter: consumers cannot attach at run time any more: %s\n", why);
         }
         pthread_mutex_unlock(&reg.lock);
     }

@@ -8,7 +8,7 @@
  * exit, exec, fork), never by translated code.
  */
 #include "arena.h"
-#include "say.h"
+#include "../consumer/say.h"
 #include "blocks.h"
 #include "ctl.h"
 #include "fds.h"
@@ -180,7 +180,7 @@ static int j_init(const struct sluice_host_info *info)
     J.syscalls = o.syscalls;
     err = arena_open();
     if (err < 0) {
-        jitter_say("sluice-jitter: cannot create the ring arena: %s\n", strerror(-err));
+        say("sluice-jitter: cannot create the ring arena: %s\n", strerror(-err));
         return err;
     }
     (void)ids_pid(NULL); /* known before anyone asks under fds_lock() (ids.h) */
@@ -198,8 +198,8 @@ static int j_init(const struct sluice_host_info *info)
     if (err == 0 && fds_spare() < 0) {
         /* QEMU needs one to open the program (it closes it after); without, it
          * fails saying so on a stdout it never flushes. */
-        jitter_say("sluice-jitter: ulimit -n leaves QEMU no descriptor beside the jitter's: "
-                   "raise it\n");
+        say("sluice-jitter: ulimit -n leaves QEMU no descriptor beside the jitter's: "
+            "raise it\n");
         return -EMFILE;
     }
     if (err == 0) {
@@ -227,11 +227,11 @@ end_untraced(uint32_t tid, const char *what, int err, int forked_child)
         snprintf(as, sizeof(as), " (the address-space limit, ulimit -v, is %llu MiB: raise it)",
                  (unsigned long long)(rl.rlim_cur >> 20));
     }
-    jitter_say("sluice-jitter: %s%s\n", why,
-               err == EFBIG ? " (the rings share one file, which the file size limit leaves no"
-                              " room to grow: ulimit -f, or the guest's own setrlimit; smaller"
-                              " rings: SLUICE_RING_BYTES, or ring_bytes= after -jitter)"
-                            : as);
+    say("sluice-jitter: %s%s\n", why,
+        err == EFBIG ? " (the rings share one file, which the file size limit leaves no"
+                       " room to grow: ulimit -f, or the guest's own setrlimit; smaller"
+                       " rings: SLUICE_RING_BYTES, or ring_bytes= after -jitter)"
+                     : as);
     ctl_abort(tid, why, forked_child);
     exit(1);
 }

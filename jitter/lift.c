@@ -9,7 +9,7 @@
  * guest pc and the filter's instruction index.
  */
 #include "lift.h"
-#include "say.h"
+#include "../consumer/say.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -84,7 +84,7 @@ int lift_init(const struct jitter_opts *o)
     /* Messages name what the user gave (F.c), not the object compiled from it. */
     L.path = o->filter_name && *o->filter_name ? o->filter_name : o->filter;
     if (filter_open_file(o->filter, o->sets, o->n_sets, &host, &L.f, err, sizeof(err)) < 0) {
-        jitter_say("sluice-jitter: %s\n", err);
+        say("sluice-jitter: %s\n", err);
         return -EINVAL;
     }
     return 0;
@@ -96,9 +96,9 @@ static void fault(int which, uint64_t pc, int rc, const struct vm_error *err)
     static const char *const hook[2] = {"hook_inst", "hook_mem"};
 
     if (L.faults[which]++ == 0) {
-        jitter_say("sluice-jitter: filter %s: %s failed at guest pc 0x%llx: %s (%s); traced "
-                   "instead; later faults are counted\n",
-                   L.path, hook[which], (unsigned long long)pc, err->msg, strerror(-rc));
+        say("sluice-jitter: filter %s: %s failed at guest pc 0x%llx: %s (%s); traced "
+            "instead; later faults are counted\n",
+            L.path, hook[which], (unsigned long long)pc, err->msg, strerror(-rc));
     }
 }
 
@@ -192,13 +192,13 @@ void lift_report(void)
         return;
     }
     if (L.faults[0] + L.faults[1]) {
-        jitter_say("sluice-jitter: filter %s: %llu hook_inst and %llu hook_mem runs failed "
-                   "(those were traced)\n",
-                   L.path, (unsigned long long)L.faults[0], (unsigned long long)L.faults[1]);
+        say("sluice-jitter: filter %s: %llu hook_inst and %llu hook_mem runs failed "
+            "(those were traced)\n",
+            L.path, (unsigned long long)L.faults[0], (unsigned long long)L.faults[1]);
     }
     dropped = filter_prints_dropped(L.f);
     if (dropped) {
-        jitter_say("sluice-jitter: filter %s: %llu trace_printk messages dropped (rate limit)\n",
-                   L.path, (unsigned long long)dropped);
+        say("sluice-jitter: filter %s: %llu trace_printk messages dropped (rate limit)\n", L.path,
+            (unsigned long long)dropped);
     }
 }

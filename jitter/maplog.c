@@ -10,7 +10,7 @@
  * change an entry once maps_used covers it (consumers read it unlocked).
  */
 #include "maplog.h"
-#include "say.h"
+#include "../consumer/say.h"
 
 #include "blocks.h"
 #include "image.h"
@@ -158,8 +158,8 @@ void maplog_report(void)
     struct sluice_blocks_hdr *h = blocks_hdr();
 
     if (h && h->maps_dropped) {
-        jitter_say("sluice-jitter: module log full (%llu bytes): %llu mapping changes not logged; "
-                   "consumers may not name the file of code mapped after that\n",
-                   (unsigned long long)h->maps_capacity, (unsigned long long)h->maps_dropped);
+        say("sluice-jitter: module log full (%llu bytes): %llu mapping changes not logged; "
+            "consumers may not name the file of code mapped after that\n",
+            (unsigned long long)h->maps_capacity, (unsigned long long)h->maps_dropped);
     }
 }

@@ -7,7 +7,7 @@
  * values point into it).
  */
 #include "opts.h"
-#include "say.h"
+#include "../consumer/say.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -20,7 +20,7 @@
 
 static int bad(const char *item, const char *why)
 {
-    jitter_say("sluice-jitter: option '%s': %s\n", item, why);
+    say("sluice-jitter: option '%s': %s\n", item, why);
     return -EINVAL;
 }
 
