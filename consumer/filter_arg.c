@@ -37,24 +37,79 @@ static int ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* Run clang on @p src into @p obj; clang's own diagnostics go to stderr. */
+/* Most bytes of clang's diagnostics shown (the rest is counted). */
+#define DIAG_MAX (64u << 10)
+
+/*
+ * Copy clang's diagnostics from @p fd to stderr, each line through say(),
+ * with @p src (its path, which may hold a newline or a terminal escape)
+ * shown as say_shown() shows it wherever it is named; until the end of @p
+ * fd, which it closes. Lines past DIAG_MAX bytes are counted, not shown.
+ */
+static void relay_diagnostics(int fd, const char *src)
+{
+    static char buf[DIAG_MAX + 1];
+    char shown[4096], *line, *end, *at;
+    size_t n = 0, skipped = 0, len = strlen(src);
+    ssize_t got;
+
+    while ((got = read(fd, buf + n, DIAG_MAX - n)) != 0) {
+        if (got > 0) {
+            n += (size_t)got;
+        } else if (errno != EINTR) {
+            break;
+        }
+        if (n == DIAG_MAX) { /* keep reading: clang must not block on a full pipe */
+            char drop[4096];
+
+            while ((got = read(fd, drop, sizeof(drop))) > 0 || (got < 0 && errno == EINTR)) {
+                skipped += got > 0 ? (size_t)got : 0;
+            }
+            break;
+        }
+    }
+    close(fd);
+    buf[n] = '\0';
+    say_shown(src, shown, sizeof(shown));
+    /* The path's own newlines first, so that the rest splits into clang's lines. */
+    for (at = len ? strstr(buf, src) : NULL; at; at = strstr(at + len, src)) {
+        memcpy(at, shown, len < sizeof(shown) ? len : sizeof(shown) - 1);
+    }
+    for (line = buf; *line; line = end + (*end != '\0')) {
+        end = strchrnul(line, '\n');
+        say("%.*s\n", (int)(end - line), line);
+    }
+    if (skipped) {
+        say("sluice: %zu more bytes of clang's messages not shown\n", skipped);
+    }
+}
+
+/* Run clang on @p src into @p obj; clang's own diagnostics go to stderr, each line through
+ * say(). */
 static int compile(const char *src, const char *obj)
 {
     const char *clang = getenv("SLUICE_CLANG");
     char inc[4200], multi[4200];
-    int status;
+    int status, out[2];
     pid_t pid;
 
     clang = clang && *clang ? clang : "clang";
     snprintf(inc, sizeof(inc), "-I%s", SLUICE_INCLUDE_DIR);
     snprintf(multi, sizeof(multi), "-I%s", SLUICE_MULTIARCH_INCLUDE);
+    if (pipe2(out, O_CLOEXEC) < 0) {
+        say("sluice: %s: cannot start clang: %s\n", src, strerror(errno));
+        return -1;
+    }
     pid = fork();
     if (pid == 0) {
+        dup2(out[1], STDERR_FILENO);
         execlp(clang, clang, "-O2", "-g", "-target", "bpf", "-mcpu=v3", inc, multi, "-c", src, "-o",
                obj, (char *)NULL);
         say("sluice: %s: cannot run %s: %s (set SLUICE_CLANG)\n", src, clang, strerror(errno));
         _exit(127);
     }
+    close(out[1]);
+    relay_diagnostics(out[0], src);
     if (pid < 0 || waitpid(pid, &status, 0) < 0) {
         say("sluice: %s: cannot start clang: %s\n", src, strerror(errno));
         return -1;

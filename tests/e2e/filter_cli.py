@@ -222,6 +222,11 @@ def main():
         ("broken", lambda tmp: check_usage(args, tmp, "broken", [],
                                             r"broken\.c:\d+:\d+: error:.*broken\.c: \S*clang "
                                             r"exited with status 1")),
+        # clang's message names the source by its path: a newline and an escape in it as '?'
+        # (clang's output was passed on raw: hostile round 8).
+        ("broken, odd path", lambda tmp: check_usage(
+            args, os.path.join(tmp, "n\nl\x1b[31m"), "broken", [],
+            r"^[^\n]*n\?l\?\[31m/broken\.c:\d+:\d+: error:(?!.*\x1b)")),
         ("unknown", lambda tmp: check_usage(args, tmp, "unknown", ["--set", "hi=1"],
                                              r"'hi'")),
         ("twice", lambda tmp: check_usage(args, tmp, "unknown", ["--set", "x=1", "--set", "x=2"],
