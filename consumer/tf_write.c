@@ -496,35 +496,42 @@ void tf_writer__ring_end(struct tf_writer *w, uint32_t ring, uint64_t chunks, ui
     put_plain(w, &h, NULL, 0);
 }
 
-int tf_writer__close(struct tf_writer *w, int result, int detached, const char *msg, char *err,
-                     size_t errlen)
+/* The file's last frames: END (@p result, @p detached, @p msg), the index and the trailer; then
+ * whether the file is still ours whole. Only once the trace began (begin()). */
+static void finish_file(struct tf_writer *w, int result, int detached, const char *msg)
 {
     struct sluice_tf_frame end = {.type = SLUICE_TF_END}, index = {.type = SLUICE_TF_INDEX},
                            trailer = {.type = SLUICE_TF_TRAILER};
     struct stat st;
     uint64_t at;
     size_t frames;
-    int rc;
 
     end.arg[0] = (uint64_t)(int64_t)result;
     end.arg[1] = detached != 0;
-    if (w->begun) { /* else nothing was traced: the file stays as it was */
-        put_plain(w, &end, msg, strlen(msg));
-    }
+    put_plain(w, &end, msg, strlen(msg));
     at = w->off;
     frames = w->n_index;
-    if (w->begun && frames * sizeof(*w->index) <= SLUICE_TF_MAX_INDEX) { /* else from the start */
-        put_plain(w, &index, w->index, frames * sizeof(*w->index));      /* plain: any tool seeks */
+    if (frames * sizeof(*w->index) <= SLUICE_TF_MAX_INDEX) {        /* else read from the start */
+        put_plain(w, &index, w->index, frames * sizeof(*w->index)); /* plain: any tool seeks */
         trailer.arg[0] = at;
         trailer.arg[1] = frames;
         put_plain(w, &trailer, NULL, 0);
     }
-    if (w->begun && !w->err && fstat(w->fd, &st) == 0 &&
-        (st.st_nlink == 0 || (uint64_t)st.st_size < w->off)) {
+    if (!w->err && fstat(w->fd, &st) == 0 && (st.st_nlink == 0 || (uint64_t)st.st_size < w->off)) {
         w->err = -EIO;
         snprintf(w->why, sizeof(w->why), "%s",
                  st.st_nlink == 0 ? "the file was removed while it was recorded"
                                   : "the file was cut by someone else while it was recorded");
+    }
+}
+
+int tf_writer__close(struct tf_writer *w, int result, int detached, const char *msg, char *err,
+                     size_t errlen)
+{
+    int rc;
+
+    if (w->begun) { /* else nothing was traced: the file stays as it was */
+        finish_file(w, result, detached, msg);
     }
     if (close(w->fd) < 0 && !w->err) {
         w->err = -errno;
