@@ -720,18 +720,19 @@ static void report_nothing_selected(const struct run_args *a, const struct sluic
 static void report_not_started(int status, const struct sluice_session *s)
 {
     struct rlimit as;
+    char hint[128] = "";
 
-    if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) != 0 &&
-        getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
-        /* QEMU's own "Cannot allocate memory" does not say why: the jitter's 1.1 GiB. */
+    /* QEMU's own "Cannot allocate memory" does not say why: the jitter's 1.1 GiB. */
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+        snprintf(hint, sizeof(hint),
+                 "; under ulimit -v of %llu MiB: the jitter needs about 1.1 GiB of address "
+                 "space beside QEMU's",
+                 (unsigned long long)(as.rlim_cur >> 20));
+    }
+    if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) != 0) {
         say("sluice: QEMU exited with status %d before tracing started (its message is "
-            "above; under ulimit -v of %llu MiB: the jitter needs about 1.1 GiB of address "
-            "space beside QEMU's)\n",
-            WEXITSTATUS(status), (unsigned long long)(as.rlim_cur >> 20));
-    } else if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-        say("sluice: QEMU exited with status %d before tracing started (its message is "
-            "above)\n",
-            WEXITSTATUS(status));
+            "above%s)\n",
+            WEXITSTATUS(status), hint);
     } else if (status != -1 && WIFSIGNALED(status)) {
         say("sluice: QEMU was killed by SIG%s before tracing started\n",
             sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
