@@ -105,6 +105,7 @@ int file_id__mapped_changed(const struct sluice_map_entry *then, const char *pat
     struct stat st;
 
     if (stat(path, &st) != 0) {
+        /* "gone" first: consumer.h promises it (cov tells gone from replaced by it) */
         snprintf(why, n, "gone since the guest mapped it: %s", strerror(errno));
         return 1;
     }

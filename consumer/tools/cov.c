@@ -92,6 +92,7 @@ static int on_block(void *user, const struct sluice_thread_info *t, const struct
             char why[160];
 
             asked_path = m.path;
+            /* consumer.h: a file no longer at its path is said "gone ..." */
             asked_changed = sluice_file__changed_at(t, b->pc, why, sizeof(why)) == 1
                                 ? (strncmp(why, "gone", 4) == 0 ? CHANGED_GONE : CHANGED_OTHER)
                                 : 0;

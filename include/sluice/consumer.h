@@ -270,7 +270,9 @@ int sluice_map__at(const struct sluice_thread_info *t, uint64_t addr, struct slu
  * same inode, size and modification time.
  * @param[out] why when changed, how (@p n bytes; "it was 1234 bytes when
  *             recorded, 5678 now", "replaced since the guest mapped it:
- *             another file is at that path")
+ *             another file is at that path"); it starts with "gone" when
+ *             no file is at the path any more (a live session: "gone
+ *             since the guest mapped it: <errno's text>")
  * @return 1 (changed, or gone in a live session), 0 (the same; or the file
  *         cannot be read now in a trace file session; or nothing is
  *         recorded of it: a trace file of version 1, a file already gone
