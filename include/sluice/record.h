@@ -54,15 +54,17 @@
  * bytes: the bytes it read or wrote, in the guest's byte order (what a plain
  * load of that size puts in a register; for a byte-swapping access, x86
  * movbe, memory's bytes, not the instruction's register; for an atomic
- * read-modify-write, what memory held, then what it holds after); the upper
- * bytes are unspecified and the consumer library masks them. Records made by
+ * read-modify-write, what memory held, then what it holds after; a
+ * compare-and-swap or store-conditional, as QEMU runs both, is a load of what
+ * memory held and, if it took, a store of the new value; one that failed
+ * stores nothing but on x86, whose cmpxchg writes back what it read); the
+ * upper bytes are unspecified and the consumer library masks them. Records made by
  * QEMU helpers (atomics under CF_PARALLEL, target helpers that access memory
  * one access at a time, such as SVE loads and stores) carry their
  * instruction's PC like inline ones. Known gaps: helpers that write guest
  * memory through a host pointer from probe_access() (x86 fxsave/xsave/fnsave
  * and their restores, aarch64 DC ZVA) make no records, under QEMU's plugin
- * API neither; a store-conditional that fails beside other threads is a
- * store of the value memory kept (QEMU runs it as a compare-and-swap).
+ * API neither.
  * (Format 1 wrote PC 0 for "the preceding EXEC record's"; since format 3 a
  * MEM record's PC is always its instruction's, 0 included.)
  *

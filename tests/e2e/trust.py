@@ -80,12 +80,17 @@ Cases (one meson test each, on every architecture unless said otherwise):
             0028, 0029). aarch64: a traced MOPS copy that faults on a PROT_NONE
             page ends in the guest's SIGSEGV handler as untraced, and the bytes
             it saw arrive are exactly the traced stores.
-  cas       (x86_64, aarch64) two threads add 1 to a word 20 000 times each with a
-            compare-and-swap loop, both encodings: each try is traced as a load and
-            a store of what memory holds after it (the load plus 1 if it took, the
-            load if it failed); the tries that took and failed equal the guest's
-            counts (a failed try in parallel mode was traced storing a value memory
-            never held: qemu-patch 0031).
+  cas       (x86_64, aarch64) five tries in one thread that fail (a plain store
+            changes the word first), then two threads add 1 to a word 20 000 times
+            each with a compare-and-swap loop, both encodings: each try is traced as
+            a load and, if it took, a store of the load plus 1; if it failed, on
+            x86 a store of the load (cmpxchg writes back), on aarch64 no store (cas
+            stores nothing); the tries that took and failed equal the guest's counts
+            (a failed try in parallel mode was traced storing a value memory never
+            held: qemu-patch 0031; a failed aarch64 cas as a store: 0048).
+  sc        (aarch64, riscv64, mipsel) the same with load-linked/store-conditional
+            (ldxr/stxr, lr.d/sc.d, ll/sc): a failed store-conditional is a load and
+            no store (it was a store of the value memory kept: qemu-patch 0048).
   maps      the module map (`dump --maps`): the guest maps pages of a file it
             wrote (each starts with a copy of leaf()), runs the copy (and a second
             thread runs it), mprotects, unmaps, maps another page of the file at the
@@ -1029,27 +1034,43 @@ def case_cas(c):
     if c.arch not in ("x86_64", "aarch64"):
         print("%s cas: no compare-and-swap instruction in the guest here" % c.arch)
         return
-    lo, size = symbol(c.arch, c.prog, "cas_inc")
-    cas = [pc for pc, (_, asm) in common.disassemble(c.arch, c.prog).items()
-           if lo <= pc < lo + size and re.match(r"(lock cmpxchg|cas\s)", asm)]
-    if len(cas) != 1:
-        common.fail("%s: cas_inc has %d compare-and-swap instructions, not 1" % (c.prog, len(cas)))
+    check_tries(c, "cas", "cas_inc", r"(lock cmpxchg|cas\s)", c.arch == "x86_64")
+
+
+def case_sc(c):
+    if c.arch not in ("aarch64", "riscv64", "mipsel"):
+        print("%s sc: no store-conditional instruction in the guest here" % c.arch)
+        return
+    check_tries(c, "sc", "sc_inc", r"(stxr|sc\.d|sc)\s", False)
+
+
+def check_tries(c, mode, func, insn, writes_back):
+    """Counters' mode `cas` or `sc`: each try of func's one instruction matching insn is
+    traced as a load of what memory held, then, if it took, a store of that plus 1; if it
+    failed, a store of what memory kept on x86 (writes_back: cmpxchg writes back), else
+    none (a failed store-conditional or aarch64 cas stores nothing). The tries that took
+    and failed equal the guest's counts, those of its first thread alone included."""
+    lo, size = symbol(c.arch, c.prog, func)
+    pcs = [pc for pc, (_, asm) in common.disassemble(c.arch, c.prog).items()
+           if lo <= pc < lo + size and re.match(insn, asm)]
+    if len(pcs) != 1:
+        common.fail("%s: %s has %d instructions like %r, not 1" % (c.prog, func, len(pcs), insn))
     filt = range_filter(c.args.filters, lo, lo + size)
     for enc in ("block", "insn"):
-        ran = c.dump_run("cas", enc, ["cas", "20000"], filt,
-                         rb"cas took (\d+) failed (\d+) word (\d+)")
+        ran = c.dump_run(mode, enc, [mode, "20000"], filt,
+                         rb"%s took (\d+) failed (\d+) word (\d+)" % mode.encode())
         if not ran:
             continue
         m, dump = ran
         took, failed = int(m.group(1)), int(m.group(2))
-        # Each try: a READ (what it found), then a WRITE (what memory holds after it).
-        pat = re.compile(rb"^(\d+) (READ|WRITE)8 0x%x addr=0x[0-9a-f]+ val=0x([0-9a-f]+)"
-                         % cas[0], re.M)
-        last, ok, kept, bad = {}, 0, 0, []
+        pat = re.compile(rb"^(\d+) (READ|WRITE)[48] 0x%x addr=0x[0-9a-f]+ val=0x([0-9a-f]+)"
+                         % pcs[0], re.M)
+        last, ok, kept, unstored, bad = {}, 0, 0, 0, []
         with open(dump, "rb") as f:
             for tid, kind, val in pat.findall(f.read()):
                 val = int(val, 16)
                 if kind == b"READ":
+                    unstored += tid in last
                     last[tid] = val
                     continue
                 r = last.pop(tid, None)
@@ -1059,14 +1080,19 @@ def case_cas(c):
                     kept += 1
                 else:
                     bad.append((r, val))
+        unstored += len(last)
+        fails = kept if writes_back else unstored
         problems = []
-        if ok != took or kept != failed or bad:
-            problems.append("traced %d tries that took and %d that failed (the guest: %d and %d);"
-                            " %d stores of a value memory never held after the load, e.g. "
-                            "(read, stored) %s" % (ok, kept, took, failed, len(bad), bad[:3]))
-        c.report("cas %s" % enc, problems, "%d tries took, %d failed, all traced as memory "
-                 "kept them" % (ok, kept))
-        c.done("cas-%s" % enc)
+        if ok != took or fails != failed or kept + unstored != fails or bad:
+            problems.append("traced %d tries that took, %d that failed storing what memory "
+                            "kept and %d that failed storing nothing (the guest: %d took, %d "
+                            "failed, which %s); %d stores of a value memory never held after "
+                            "the load, e.g. (read, stored) %s"
+                            % (ok, kept, unstored, took, failed, "store on x86" if writes_back
+                               else "store nothing here", len(bad), bad[:3]))
+        c.report("%s %s" % (mode, enc), problems, "%d tries took, %d failed, traced as they ran"
+                 % (ok, fails))
+        c.done("%s-%s" % (mode, enc))
 
 
 MEM_EVENT = re.compile(rb"^\d+ (READ|WRITE)(\d+) 0x([0-9a-f]+) addr=0x([0-9a-f]+) val=0x([0-9a-f]+)",
@@ -1423,7 +1449,7 @@ CASES = {"nproc": case_nproc, "exec": case_exec, "exit": case_exit, "kill": case
          "spawnexit": case_spawnexit, "lowerfsize": case_lowerfsize, "fullas": case_fullas,
          "threads": case_threads, "churn": case_churn, "environ": case_environ,
          "bytes": case_bytes, "fsize": case_fsize, "retry": case_retry,
-         "helpers": case_helpers, "cas": case_cas, "maps": case_maps, "rmw": case_rmw,
+         "helpers": case_helpers, "cas": case_cas, "sc": case_sc, "maps": case_maps, "rmw": case_rmw,
          "movbe": case_movbe, "firstfault": case_firstfault}
 
 

@@ -97,9 +97,13 @@
  *                     makes in a helper (fxsave; dc zva). Prints N, both buffers'
  *                     addresses, the span the instruction may write and a bitmap of the
  *                     bytes of buf_in it ever changed.
- *   cas N             (x86_64, aarch64) two threads add 1 to one word N times each with a
- *                     compare-and-swap loop (cas_inc); prints the adds, the failed tries
- *                     both threads counted and the word's final value
+ *   cas N             (x86_64, aarch64) tries of one thread that fail (a plain store
+ *                     changes the word between load and compare-and-swap), then two
+ *                     threads add 1 to one word N times each with a compare-and-swap loop
+ *                     (cas_inc); prints the adds, the failed tries both threads counted
+ *                     and the word's final value
+ *   sc N              (aarch64, riscv64, mipsel) the same with load-linked and
+ *                     store-conditional (sc_inc)
  *   firstfault        (riscv64, aarch64) first-fault and no-fault vector loads in the middle
  *                     of a buffer; prints the elements each loaded (all: nothing can fault)
  *   codefiles N       calls a copy of leaf() N times from a memfd page, then N times from a
@@ -1328,9 +1332,11 @@ static int mode_mopsfault(void)
 #endif
 
 /*
- * cas_inc(p): one compare-and-swap of *p from the value it loaded (a short
- * spin after the load) to that plus 1; returns 1 if it took (x86_64 lock
- * cmpxchg, aarch64 cas).
+ * cas_inc(p, bump): one compare-and-swap of *p from the value it loaded (a
+ * short spin after the load) to that plus 1; returns 1 if it took (x86_64
+ * lock cmpxchg, aarch64 cas). With @p bump not 0, a plain store of the
+ * loaded value plus bump comes before the compare-and-swap, which then
+ * fails in one thread too.
  */
 #if defined(__x86_64__)
 #define HAVE_CAS 1
@@ -1341,7 +1347,11 @@ __asm__(".pushsection .text.cas, \"ax\", @progbits\n"
         "cas_inc:\n"
         "mov (%rdi), %rax\n"
         "lea 1(%rax), %rdx\n"
-        "mov $64, %ecx\n" /* a wider window for the other thread to get in */
+        "test %rsi, %rsi\n"
+        "jz 2f\n"
+        "add %rax, %rsi\n"
+        "mov %rsi, (%rdi)\n"
+        "2: mov $64, %ecx\n" /* a wider window for the other thread to get in */
         "1: dec %ecx\n"
         "jnz 1b\n"
         "lock cmpxchg %rdx, (%rdi)\n"
@@ -1358,22 +1368,105 @@ __asm__(".pushsection .text.cas, \"ax\", @progbits\n"
         ".globl cas_inc\n"
         ".type cas_inc, @function\n"
         "cas_inc:\n"
-        "ldr x1, [x0]\n"
-        "add x2, x1, #1\n"
-        "mov x3, x1\n"
+        "ldr x2, [x0]\n"
+        "add x5, x2, x1\n"
+        "cbz x1, 2f\n"
+        "str x5, [x0]\n"
+        "2: add x1, x2, #1\n"
+        "mov x3, x2\n"
         "mov w4, #64\n" /* a wider window for the other thread to get in */
         "1: subs w4, w4, #1\n"
         "b.ne 1b\n"
-        "cas x3, x2, [x0]\n"
-        "cmp x3, x1\n"
+        "cas x3, x1, [x0]\n"
+        "cmp x3, x2\n"
         "cset w0, eq\n"
         "ret\n"
         ".size cas_inc, . - cas_inc\n"
         ".popsection\n");
 #endif
 
+/*
+ * sc_inc(p, bump): load-linked *p, store-conditional it plus 1 (a short spin
+ * between); returns 1 if the store-conditional took (aarch64 ldxr/stxr,
+ * riscv64 lr.d/sc.d, mipsel ll/sc of a 32-bit word). With @p bump not 0, a
+ * plain store of the loaded value plus bump to *p comes between, and the
+ * store-conditional fails in one thread too (QEMU compares the value).
+ */
+#if defined(__aarch64__)
+#define HAVE_SC 1
+typedef uint64_t sc_word_t;
+__asm__(".pushsection .text.sc, \"ax\", @progbits\n"
+        ".balign 64\n"
+        ".globl sc_inc\n"
+        ".type sc_inc, @function\n"
+        "sc_inc:\n"
+        "mov w4, #64\n"
+        "ldxr x2, [x0]\n"
+        "add x3, x2, #1\n"
+        "cbz x1, 1f\n"
+        "add x5, x2, x1\n"
+        "str x5, [x0]\n"
+        "1: subs w4, w4, #1\n" /* a wider window for the other thread to get in */
+        "b.ne 1b\n"
+        "stxr w6, x3, [x0]\n"
+        "cmp w6, #0\n"
+        "cset w0, eq\n"
+        "ret\n"
+        ".size sc_inc, . - sc_inc\n"
+        ".popsection\n");
+#elif defined(__riscv) && __riscv_xlen == 64
+#define HAVE_SC 1
+typedef uint64_t sc_word_t;
+__asm__(".pushsection .text.sc, \"ax\", @progbits\n"
+        ".balign 64\n"
+        ".globl sc_inc\n"
+        ".type sc_inc, @function\n"
+        "sc_inc:\n"
+        "li t4, 64\n"
+        "lr.d t0, (a0)\n"
+        "addi t1, t0, 1\n"
+        "beqz a1, 1f\n"
+        "add t2, t0, a1\n"
+        "sd t2, 0(a0)\n"
+        "1: addi t4, t4, -1\n" /* a wider window for the other thread to get in */
+        "bnez t4, 1b\n"
+        "sc.d t3, t1, (a0)\n"
+        "seqz a0, t3\n"
+        "ret\n"
+        ".size sc_inc, . - sc_inc\n"
+        ".popsection\n");
+#elif defined(__mips__)
+#define HAVE_SC 1
+typedef uint32_t sc_word_t;
+__asm__(".pushsection .text.sc, \"ax\", @progbits\n"
+        ".set push\n"
+        ".set noreorder\n"
+        ".balign 64\n"
+        ".globl sc_inc\n"
+        ".type sc_inc, @function\n"
+        "sc_inc:\n"
+        "li $t4, 64\n"
+        "ll $t0, 0($a0)\n"
+        "beqz $a1, 1f\n"
+        "addiu $t1, $t0, 1\n" /* delay slot */
+        "addu $t2, $t0, $a1\n"
+        "sw $t2, 0($a0)\n"
+        "1: addiu $t4, $t4, -1\n" /* a wider window for the other thread to get in */
+        "bnez $t4, 1b\n"
+        "nop\n"
+        "sc $t1, 0($a0)\n"
+        "jr $ra\n"
+        "move $v0, $t1\n" /* delay slot */
+        ".size sc_inc, . - sc_inc\n"
+        ".set pop\n"
+        ".popsection\n");
+#endif
+
+/* How many tries of one thread fail on purpose (bump), before the second thread starts. */
+#define ONE_THREAD_FAILS 5
+
 #ifdef HAVE_CAS
-int cas_inc(volatile uint64_t *p);
+int cas_inc(volatile uint64_t *p, uint64_t bump);
 
 static _Alignas(64) volatile uint64_t cas_word;
 static unsigned long cas_failed[2];
@@ -1383,18 +1476,24 @@ static void *cas_thread(void *arg)
     unsigned long *failed = arg;
 
     for (unsigned long i = 0; i < rounds; i++) {
-        while (!cas_inc(&cas_word)) {
+        while (!cas_inc(&cas_word, 0)) {
             ++*failed;
         }
     }
     return NULL;
 }
 
-/* Two threads add 1 to one word N times each by compare-and-swap. */
+/*
+ * Tries that fail in one thread (each bumps the word by 2), then two threads
+ * add 1 to one word N times each by compare-and-swap.
+ */
 static int mode_cas(void)
 {
     pthread_t t;
 
+    for (int i = 0; i < ONE_THREAD_FAILS; i++) {
+        cas_failed[0] += !cas_inc(&cas_word, 2);
+    }
     if (pthread_create(&t, NULL, cas_thread, &cas_failed[1]) != 0) {
         return 1;
     }
@@ -1402,7 +1501,44 @@ static int mode_cas(void)
     pthread_join(t, NULL);
     printf("cas took %lu failed %lu word %llu\n", 2 * rounds, cas_failed[0] + cas_failed[1],
            (unsigned long long)cas_word);
-    return cas_word == 2 * rounds ? 0 : 1;
+    return cas_word == 2 * rounds + 2 * ONE_THREAD_FAILS ? 0 : 1;
+}
+#endif
+
+#ifdef HAVE_SC
+int sc_inc(volatile sc_word_t *p, sc_word_t bump);
+
+static _Alignas(64) volatile sc_word_t sc_word;
+static unsigned long sc_failed[2];
+
+static void *sc_thread(void *arg)
+{
+    unsigned long *failed = arg;
+
+    for (unsigned long i = 0; i < rounds; i++) {
+        while (!sc_inc(&sc_word, 0)) {
+            ++*failed;
+        }
+    }
+    return NULL;
+}
+
+/* mode_cas() with load-linked/store-conditional (sc_inc). */
+static int mode_sc(void)
+{
+    pthread_t t;
+
+    for (int i = 0; i < ONE_THREAD_FAILS; i++) {
+        sc_failed[0] += !sc_inc(&sc_word, 2);
+    }
+    if (pthread_create(&t, NULL, sc_thread, &sc_failed[1]) != 0) {
+        return 1;
+    }
+    sc_thread(&sc_failed[0]);
+    pthread_join(t, NULL);
+    printf("sc took %lu failed %lu word %llu\n", 2 * rounds, sc_failed[0] + sc_failed[1],
+           (unsigned long long)sc_word);
+    return sc_word == (sc_word_t)(2 * rounds + 2 * ONE_THREAD_FAILS) ? 0 : 1;
 }
 #endif
 
@@ -1887,6 +2023,11 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "cas") == 0) {
         map_counters(argv[2], 0);
         return mode_cas();
+#endif
+#ifdef HAVE_SC
+    } else if (strcmp(mode, "sc") == 0) {
+        map_counters(argv[2], 0);
+        return mode_sc();
 #endif
 #ifdef HAVE_MOPSFAULT
     } else if (strcmp(mode, "mopsfault") == 0) {
