@@ -220,8 +220,8 @@ void launch_ignore_sigpipe(void)
     sigaction(SIGXFSZ, &ign, &first_xfsz);
 }
 
-static void child(const char *qemu, const char *jitter, const char *prog, char *const args[],
-                  int consumer_fd, const struct sigaction *old_int,
+static void child(const char *qemu, const char *jitter, const char *prog, const char *argv0,
+                  char *const args[], int consumer_fd, const struct sigaction *old_int,
                   const struct sigaction *old_quit)
 {
     size_t n = 0, i;
@@ -238,14 +238,17 @@ static void child(const char *qemu, const char *jitter, const char *prog, char *
     while (args[n]) {
         n++;
     }
-    argv = calloc(n + 5, sizeof(*argv));
+    argv = calloc(n + 7, sizeof(*argv));
     if (argv) {
         argv[0] = (char *)qemu;
         argv[1] = "-jitter";
         argv[2] = (char *)jitter;
-        argv[3] = (char *)prog;
+        /* The guest's argv[0] as typed, as execvp() gives it: QEMU's would be @p prog's path. */
+        argv[3] = "-0";
+        argv[4] = (char *)argv0;
+        argv[5] = (char *)prog;
         for (i = 0; i < n; i++) {
-            argv[4 + i] = args[i];
+            argv[6 + i] = args[i];
         }
         execv(qemu, argv);
     }
@@ -373,8 +376,8 @@ int launch_left_others(void)
     return left_others;
 }
 
-pid_t launch_spawn(const char *qemu, const char *jitter_arg, const char *prog, char *const args[],
-                   int consumer_fd, char *err, size_t errn)
+pid_t launch_spawn(const char *qemu, const char *jitter_arg, const char *prog, const char *argv0,
+                   char *const args[], int consumer_fd, char *err, size_t errn)
 {
     struct sigaction ign, old_int, old_quit;
     pid_t pid;
@@ -388,7 +391,7 @@ pid_t launch_spawn(const char *qemu, const char *jitter_arg, const char *prog, c
     fflush(NULL);
     pid = fork();
     if (pid == 0) {
-        child(qemu, jitter_arg, prog, args, consumer_fd, &old_int, &old_quit);
+        child(qemu, jitter_arg, prog, argv0, args, consumer_fd, &old_int, &old_quit);
     }
     if (pid < 0) {
         snprintf(err, errn, "fork: %s%s", strerror(errno),

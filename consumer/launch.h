@@ -63,11 +63,14 @@ void launch_ignore_sigpipe(void);
  * and forwards SIGTERM and SIGHUP to the child (so `timeout` or a closed
  * terminal ends the guest and sluice still reports); the child keeps the
  * dispositions sluice started with.
+ * @param prog the program's path (launch_find_program())
+ * @param argv0 the guest's argv[0]: the program as the user named it, as a
+ *        shell or execvp() would pass it (QEMU's -0)
  * @param args NULL-terminated guest arguments after the program (argv[1..])
  * @return the child's pid, or -1 with a message in @p err.
  */
-pid_t launch_spawn(const char *qemu, const char *jitter_arg, const char *prog, char *const args[],
-                   int consumer_fd, char *err, size_t errn);
+pid_t launch_spawn(const char *qemu, const char *jitter_arg, const char *prog, const char *argv0,
+                   char *const args[], int consumer_fd, char *err, size_t errn);
 
 /**
  * Let a termination request end session @p s (sluice_session__detach())

@@ -634,7 +634,7 @@ static pid_t start(const struct run_args *a, const struct run_paths *p, struct t
         close(sv[1]);
         return -1;
     }
-    pid = launch_spawn(p->qemu, jarg, p->prog, a->prog + 1, sv[1], err, sizeof(err));
+    pid = launch_spawn(p->qemu, jarg, p->prog, a->prog[0], a->prog + 1, sv[1], err, sizeof(err));
     free(jarg);
     close(sv[1]); /* QEMU's end: its EOF must come from QEMU alone */
     if (pid < 0) {

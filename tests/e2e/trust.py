@@ -51,7 +51,9 @@ Cases (one meson test each, on every architecture unless said otherwise):
             dropped at once, the guest ends in time with exact counts
   environ   /proc/self/environ, environ and the signals ignored and blocked at
             start (sluice ignores SIGPIPE itself), as the guest prints them, equal an
-            untraced run's (no SLUICE_* variable may show)
+            untraced run's (no SLUICE_* variable may show); a guest named without a
+            '/' (found in PATH) gets that name as argv[0], as natively (it got the
+            path sluice found)
   bytes     the bytes filter (tests/e2e/filters/bytes.bpf.c) selecting each
             architecture's syscall instruction in the loops guest: sluice's
             exec count must equal the number of executed syscall instructions
@@ -118,6 +120,7 @@ import collections
 import json
 import mmap
 import os
+import platform
 import re
 import resource
 import shutil
@@ -797,6 +800,26 @@ def case_environ(c):
         problems.append("stdout differs: only traced: %r; only untraced: %r" % (extra, missing))
     c.report("environ", problems, "%d lines, %d only traced, %d only untraced" % (
         len(l0), len(extra), len(missing)))
+    # Named without a '/', found in PATH: its argv[0] is the name, as execvp() gives it
+    # (the x86_64 guest run natively says so too), not the path sluice found.
+    bindir = c.path("environ-bin")
+    os.makedirs(bindir, exist_ok=True)
+    name = "sluice-environ-guest"
+    shutil.copy(c.prog, os.path.join(bindir, name))
+    path = {"PATH": bindir + ":" + os.environ.get("PATH", "/usr/bin:/bin")}
+    runs = [("sluice", common.cmd_sluice(c.args.sluice, "stats", c.path("environ-name.stats"),
+                                         name, ["environ", f]))]
+    if c.arch == platform.machine():
+        runs.append(("native", [name, "environ", f]))
+    problems = []
+    for who, cmd in runs:
+        rc, out, err = common.run(cmd, extra_env=path)
+        first = out.decode(errors="replace").partition("\n")[0]
+        if rc != 0 or first != "argv[0]: " + name:
+            problems.append("%s: %s, first line %r (want 'argv[0]: %s'); stderr %r"
+                            % (who, describe(rc), first, name, err[-300:]))
+    c.report("environ by name", problems, "argv[0] %s as typed (%s)"
+             % (name, ", ".join(w for w, _ in runs)))
 
 
 # --- bytes -----------------------------------------------------------------------------

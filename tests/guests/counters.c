@@ -80,8 +80,8 @@
  *   nproc N [K [gate]]  up to N threads at once, made until pthread_create fails
  *                     (RLIMIT_NPROC); each bumps its counter K times (default 100), with
  *                     `gate` only once all are made; joins them, prints how many were made
- *   environ           print /proc/self/environ and environ (sorted), then the signals
- *                     ignored and blocked at start
+ *   environ           print argv[0], /proc/self/environ and environ (sorted), then the
+ *                     signals ignored and blocked at start
  *   pagecross N       (x86_64, riscv64) call pagecross_fn N times: its first instruction
  *                     crosses a 4 KiB page boundary (see below)
  *   retry N           (x86_64, aarch64) instructions QEMU abandons and runs again: two
@@ -965,7 +965,7 @@ static void print_var(const char *s)
     putchar('\n');
 }
 
-static int mode_environ(void)
+static int mode_environ(const char *argv0)
 {
     extern char **environ;
     static char buf[1 << 16];
@@ -981,6 +981,7 @@ static int mode_environ(void)
         len += (size_t)r;
     }
     close(fd);
+    printf("argv[0]: %s\n", argv0);
     printf("/proc/self/environ:\n");
     for (size_t i = 0; i < len; i += strlen(buf + i) + 1) {
         print_var(buf + i);
@@ -1998,7 +1999,7 @@ int main(int argc, char **argv)
         return mode_maps(argv[2]);
     } else if (strcmp(mode, "environ") == 0) {
         map_counters(argv[2], 0);
-        return mode_environ();
+        return mode_environ(argv[0]);
 #ifdef HAVE_PAGECROSS
     } else if (strcmp(mode, "pagecross") == 0) {
         map_counters(argv[2], 0);
