@@ -112,7 +112,11 @@
  *
  * Loads are recorded after the access (the value is the loaded one); stores
  * are recorded after the access too, so an access that faults (SIGSEGV) is
- * never recorded: it did not happen.
+ * never recorded: it did not happen. Known gap: QEMU makes some 16-byte
+ * stores (an aarch64 `stp` of two X registers) as two 8-byte host stores, and
+ * when the second faults (the store crosses into a page it may not write),
+ * the first has changed memory but nothing is recorded, under QEMU's plugin
+ * API neither.
  *
  * Ring layout (one per guest thread, a memfd shared with consumers)
  * -----------------------------------------------------------------
