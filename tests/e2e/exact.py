@@ -17,7 +17,8 @@ With --syscalls, sluice runs with `--syscalls` and the plugin with
 number, arguments and return value must be in both traces at the same place.
 Both see QEMU's do_syscall, so the restart guest is checked against what it
 saw itself: its read that SA_RESTART signals interrupt returns once, with the
-value it printed, and no sigreturn returns (check_restart).
+value it printed, and no sigreturn returns (check_restart); the nosys guest's
+syscalls that no architecture has are traced with the errno it got (check_nosys).
 
   exact.py --sluice build/consumer/sluice --plugin build/tests/e2e/libreftrace.so
            --guests build/tests/e2e [--arch A]... [--guest G]... [--syscalls]
@@ -126,6 +127,33 @@ def check_restart(args, tmp, arch):
     return not problems
 
 
+def check_nosys(args, tmp, arch):
+    """--syscalls against the guest's own view: its syscalls numbered -1 and -4096 (no
+    architecture has them) are each traced once, entry and return, with the errno the guest
+    got (mipsel's QEMU answered them before do_syscall, where both tracers look: no event)."""
+    prog = common.need_file(os.path.join(args.guests, "exitcode-" + arch), "guest exitcode")
+    act = common.fresh(os.path.join(tmp, "nosys-%s.dump" % arch))
+    rc, out, err = common.run([args.sluice, "run", "--syscalls", "--tool", "dump", "--raw",
+                               "-o", act, "--", prog, "nosys"])
+    said = re.search(rb"syscall\(-1\) = -1 errno (\d+), syscall\(-4096\) = -1 errno (\d+)", out)
+    problems = []
+    if rc != 0 or not said or not os.path.exists(act):
+        problems.append("sluice exit %d, stdout %r, stderr %r" % (rc, out[:200], err[-300:]))
+    else:
+        with open(act) as f:
+            events = [l.split()[1:] for l in f if re.match(r"\d+ SYS(CALL|RET) -(1|4096) ", l)]
+        want = [["SYSCALL", "-1", "0x1", "0x2", "0x3", "0x4"], ["SYSRET", "-1", "-" + said.group(1).decode()],
+                ["SYSCALL", "-4096", "0x1", "0x2", "0x3", "0x4"],
+                ["SYSRET", "-4096", "-" + said.group(2).decode()]]
+        got = [e[:len(w)] for e, w in zip(events, want)]
+        if got != want or len(events) != len(want):
+            problems.append("the guest got errno %s and %s; the trace has %r (want %r)"
+                            % (said.group(1).decode(), said.group(2).decode(), events, want))
+    where = "nosys/%s" % arch
+    print("%s: %s" % (where, "; ".join(problems) + " FAILED" if problems else "ok"))
+    return not problems
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sluice", required=True)
@@ -150,6 +178,8 @@ def main():
                     failed.append("%s/%s" % ("-".join([guest] + gargs), arch))
             if args.syscalls and not args.guest and not check_restart(args, tmp, arch):
                 failed.append("restart/%s" % arch)
+            if args.syscalls and not args.guest and not check_nosys(args, tmp, arch):
+                failed.append("nosys/%s" % arch)
     if failed:
         common.fail("exact: %d checks failed: %s" % (len(failed), " ".join(failed)))
     print("exact: all identical")

@@ -7,8 +7,10 @@
  *   exitcode abort  abort() (SIGABRT)
  *   exitcode kill   raise(SIGKILL)
  *   exitcode fd     print the descriptor open() returns (tracing must not shift it)
- *   exitcode nosys  syscalls numbered -1 and -4096 (none has them: ENOSYS), then exit(0)
+ *   exitcode nosys  syscalls numbered -1 and -4096 (none has them: ENOSYS), prints what each
+ *                   returned and its errno, then exit(0)
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,9 +39,12 @@ int main(int argc, char **argv)
         return 0;
     } else if (strcmp(argv[1], "nosys") == 0) {
         /* QEMU's do_syscall gets an int: the trace must say -1, as the plugin API does. */
-        long a = syscall(-1, 1, 2, 3, 4, 5, 6), b = syscall(-4096, 1, 2, 3, 4, 5, 6);
+        long a = syscall(-1, 1, 2, 3, 4, 5, 6);
+        int ea = errno;
+        long b = syscall(-4096, 1, 2, 3, 4, 5, 6);
+        int eb = errno;
 
-        printf("syscall(-1) = %ld, syscall(-4096) = %ld\n", a, b);
+        printf("syscall(-1) = %ld errno %d, syscall(-4096) = %ld errno %d\n", a, ea, b, eb);
         return 0;
     }
     exit(atoi(argv[1]));
