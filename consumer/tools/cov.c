@@ -84,7 +84,7 @@ static int on_block(void *user, const struct sluice_thread_info *t, const struct
     it->changed = 0;
     it->ident = 0;
     /* A memfd's code (a JIT's) is no file a coverage viewer can open: anonymous memory. */
-    if (sluice_map__at(t, b->pc, &m) == 0 && m.path && strncmp(m.path, "/memfd:", 7) != 0) {
+    if (sluice_map__at(t, b->pc, &m) == 0 && m.path && !sym_is_memfd(m.path)) {
         it->path = m.path;
         it->base = m.base;
         it->end = m.end;

@@ -375,6 +375,11 @@ static void unreadable(const char *path, const char *why)
     sym.said_unreadable++;
 }
 
+int sym_is_memfd(const char *path)
+{
+    return path && strncmp(path, "/memfd:", 7) == 0;
+}
+
 /* Read @p m's file whole into m->image if it is a regular file now, opened
  * without blocking (a FIFO or device put at the path since the guest mapped
  * it is not read) and within the size bounds, and if it is the file the
@@ -388,6 +393,10 @@ static void read_image(const struct sluice_thread_info *t, struct module *m, uin
     ssize_t n;
     int fd;
 
+    if (sym_is_memfd(m->path)) {
+        unreadable(m->path, "a memfd's code (a JIT's), in memory no file holds");
+        return;
+    }
     if (sluice_file__changed_at(t, addr, why, sizeof(why)) == 1) {
         snprintf(msg, sizeof(msg), "not the file the trace ran (%s)", why);
         unreadable(m->path, msg); /* its symbols would be another program's */
@@ -492,11 +501,19 @@ static char *put_sym_off(char *p, char *end, const struct symbol *s, uint64_t ad
     return put_hex(put_clean(p, end, "+", 1, 0), end, addr - s->addr);
 }
 
-/* The last component of @p path, as a name. */
+/* The last component of @p path, as a name; a memfd's without the kernel's " (deleted)". */
 static char *put_module(char *p, char *end, const char *path)
 {
     const char *base = strrchr(path, '/');
+    static const char deleted[] = " (deleted)";
+    size_t len = strlen(path), cut = sizeof(deleted) - 1;
 
+    if (sym_is_memfd(path) && len > cut && strcmp(path + len - cut, deleted) == 0) {
+        char name[320]; /* "memfd:" and at most 249 bytes (memfd_create(2)) */
+
+        snprintf(name, sizeof(name), "%.*s", (int)(len - cut - 1), path + 1);
+        return put_name(p, end, name, MODULE_MAX_BYTES, 1);
+    }
     return put_name(p, end, base ? base + 1 : path, MODULE_MAX_BYTES, 1);
 }
 

@@ -67,6 +67,13 @@ uint64_t sym_unknown(void);
  */
 uint64_t sym_file_ident(const struct sluice_thread_info *t, uint64_t addr);
 
+/**
+ * Whether @p path (a mapping's, as the module map names it) is a memfd's:
+ * "/memfd:NAME" (+ " (deleted)", as the kernel names it): code in memory no
+ * file holds (a JIT's), not a file that was deleted. Any thread.
+ */
+int sym_is_memfd(const char *path);
+
 /** Free everything sym_init() and sym_describe() made. Main thread, after the session. */
 void sym_fini(void);
 

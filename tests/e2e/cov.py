@@ -181,7 +181,8 @@ def check_codefiles(args, tmp, problems):
     """Code from a memfd (a JIT's) and from a file deleted once mapped: the memfd's blocks are
     anonymous memory, counted on stderr (it was a module "/memfd:... (deleted)", no file a
     viewer can open); the deleted file keeps its module and is said to be gone (both were said
-    to be "rebuilt or replaced": hostile round 7)."""
+    to be "rebuilt or replaced": hostile round 7). `dump` names the memfd's code by the
+    memfd's name."""
     prog = common.need_file(os.path.join(args.guests, "counters-x86_64"), "counters-x86_64")
     base = os.path.join(tmp, "codefiles")
     out = base + ".drcov"
@@ -207,6 +208,21 @@ def check_codefiles(args, tmp, problems):
                         % (said_gone, err[-400:]))
     print("codefiles: modules %s; stderr %r" % (sorted(p for _, _, p in mods.values()),
                                                  err.strip().splitlines()))
+    # dump names the memfd's code memfd:NAME@offset and says it is a memfd's, not a file
+    # deleted ("memfd:sluice-jit?(deleted)@0x0", "not the file the trace ran": round 9).
+    dump = base + ".dump"
+    rc, stdout, err = common.run([args.sluice, "run", "--tool", "dump", "--no-disasm", "-o", dump,
+                                  "--", prog, "codefiles", base + "2", "3"])
+    at = re.search(rb"call ([0-9a-f]+) 3 0 memfd", stdout)
+    with open(dump, "rb") as f:
+        named = re.findall(rb"^\d+ 0x%s (\S+)$" % (at.group(1) if at else b"none"), f.read(), re.M)
+    said = [l for l in err.decode(errors="replace").splitlines() if "memfd:" in l]
+    if rc != 0 or set(named) != {b"memfd:sluice-jit@0x0"} or len(said) != 1 or \
+            "a memfd's code" not in said[0] or "not the file the trace ran" in said[0]:
+        problems.append("codefiles dump: exit %d, the memfd's code named %s, said %r: want "
+                        "memfd:sluice-jit@0x0 and one line saying it is a memfd's"
+                        % (rc, sorted(set(named)), said))
+    print("codefiles dump: %s; %r" % (sorted(set(named)), said))
 
 
 def main():
