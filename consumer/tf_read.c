@@ -117,6 +117,13 @@ static int add_ref(struct tf_reader *r, size_t *cap, uint64_t at, const struct s
     return 0;
 }
 
+/* Whether the frames listed so far end with the END frame: all that may follow is the
+ * index and trailer, so a cut there loses no event. */
+static int ended(const struct tf_reader *r)
+{
+    return r->n && r->ref[r->n - 1].h.type == SLUICE_TF_END;
+}
+
 /* List the frames by reading each header in turn, up to the first that is not one. */
 static int scan(struct tf_reader *r)
 {
@@ -130,6 +137,9 @@ static int scan(struct tf_reader *r)
         if (r->size - at < sizeof(h)) {
             snprintf(r->cut, sizeof(r->cut), "the file ends inside a frame header at byte %llu",
                      (unsigned long long)at);
+            if (ended(r)) {
+                r->cut[0] = '\0'; /* only the index or trailer: every event is there */
+            }
             break;
         }
         if (read_at(r->fd, &h, sizeof(h), at) < 0) {
@@ -139,7 +149,7 @@ static int scan(struct tf_reader *r)
         }
         if (!plausible(&h, at, r->size, r->cut, sizeof(r->cut))) {
             r->cut_h = h; /* a frame whose end is cut off can still be named */
-            if (r->n && r->ref[r->n - 1].h.type == SLUICE_TF_END) {
+            if (ended(r)) {
                 r->cut[0] = '\0'; /* only the index or trailer: every event is there */
             }
             break;

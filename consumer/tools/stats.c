@@ -77,11 +77,17 @@ static void print_table(FILE *f, const struct sluice_counts *total, const struct
             (ull)total->insns, (ull)total->loads, (ull)total->stores, (ull)total->lost);
     fprintf(f, "%zu thread(s), %.3f s, %.1f M events/s\n", n, seconds,
             seconds > 0 ? (double)events / seconds / 1e6 : 0.0);
-    /* The counts are of what was delivered: a file read alone must not look whole. */
+    /*
+     * The counts are of what was delivered: a file read alone must not look
+     * whole. A recording that stopped (a full disk, ulimit -f) is the one
+     * error that leaves them whole: it lost nothing of the live trace.
+     */
     if (errors) {
         char why[1024];
 
-        fprintf(f, "not the whole trace: %s%s\n",
+        fprintf(f, "%s%s%s\n",
+                errors == 1 && sluice_session__record_error(s) ? "the counts are whole; "
+                                                               : "not the whole trace: ",
                 say_shown(sluice_session__error(s), why, sizeof(why)),
                 errors > 1 ? " (and more: see stderr)" : "");
     }

@@ -376,6 +376,16 @@ def check_damage(args, tmp, name, trace, whole, problems):
     if rc != 0 or got != whole:
         problems.append("%s index: exit %d (%r), %s: want the whole dump from a scan" % (
             name, rc, err, "same" if got == whole else "different"))
+    # indexcut: the file cut inside the INDEX frame's header, after END: nothing of the
+    # trace is lost, as for a damaged index (it said the file was not the whole trace).
+    with open(trace, "rb") as f:
+        data = f.read()
+    at = FRAME.unpack_from(data, len(data) - FRAME.size)[7] + 24
+    rc, err, got = damaged(args, tmp, name, trace, whole, "indexcut",
+                           lambda d: d.__delitem__(slice(at, len(d))), problems)
+    if rc != 0 or got != whole:
+        problems.append("%s indexcut: exit %d (%r), %s: want the whole dump, exit 0" % (
+            name, rc, err, "same" if got == whole else "different"))
     # unknown: a chunk's type changed to one no sluice writes, read by a scan (the trailer
     # damaged too): the frame is named with the type it claims, not as "no frame header".
     odd = chunks[len(chunks) // 2]
@@ -914,6 +924,16 @@ def check_writing(args, tmp, data, problems):
     except (OSError, ValueError, KeyError):
         insns = 0
         problems.append("record under ulimit -f: no live stats report")
+    # The table's footer says the counts are whole (it said "not the whole trace": round 9).
+    table = live + ".txt"
+    common.run([args.sluice, "run", "-o", table, "--record", trace + ".t"] + prog,
+               preexec_fn=limit, extra_env={"SLUICE_RING_BYTES": "256K"})
+    with open(table, errors="replace") as f:
+        foot = f.read().strip().splitlines()[-1:]
+    print("stats under ulimit -f: %s" % foot)
+    if not foot or not foot[0].startswith("the counts are whole; recording %s.t stopped" % trace):
+        problems.append("stats under ulimit -f: footer %r: want 'the counts are whole; "
+                        "recording ... stopped'" % foot)
     # --tool record's own line after the stop: not "recorded N instructions" (the live count).
     rc, _, err = common.run([args.sluice, "run", "--tool", "record", "-o", trace + ".2"] + prog,
                             preexec_fn=limit, extra_env={"SLUICE_RING_BYTES": "256K"})
