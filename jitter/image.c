@@ -213,17 +213,43 @@ void image_mremap(uint64_t old_start, uint64_t old_len, uint64_t start, uint64_t
     pthread_mutex_unlock(&T.lock);
 }
 
-/* Lowest start of image @p idx's mappings. T.lock held. */
-static uint64_t base_of(int idx)
+/*
+ * How far apart two mappings of one file may place it (start - file offset)
+ * and be one load: a loader maps an ELF's segments with the gaps their
+ * alignment leaves (pages to a few MiB); a second load of the file, or a
+ * page of it mapped again elsewhere, lies further (as a rule).
+ */
+#define LOAD_SPREAD (16ull << 20)
+
+/* Where mapping @p m puts its file's offset 0 (start - offset), or its start if that is
+ * below address 0. */
+static uint64_t origin_of(const struct mapping *m)
 {
-    uint64_t base = UINT64_MAX;
+    return m->offset <= m->start ? m->start - m->offset : m->start;
+}
+
+/*
+ * The base of the load mapping @p m is part of (the mappings of its file
+ * whose origins lie within LOAD_SPREAD of its own): the origin of the
+ * load's lowest mapping. For a file loaded whole that is its lowest address
+ * (an ELF's first segment maps offset 0); a file mapped twice at once
+ * (dlmopen, a page mapped again apart) has a base per load, so pc - base is
+ * the offset in the file's layout in each. T.lock held.
+ */
+static uint64_t base_of(const struct mapping *m)
+{
+    uint64_t own = origin_of(m);
+    const struct mapping *low = m;
 
     for (size_t i = 0; i < T.n_maps; i++) {
-        if (T.maps[i].image == idx && T.maps[i].start < base) {
-            base = T.maps[i].start;
+        uint64_t o = origin_of(&T.maps[i]);
+
+        if (T.maps[i].image == m->image && T.maps[i].start < low->start &&
+            (o > own ? o - own : own - o) < LOAD_SPREAD) {
+            low = &T.maps[i];
         }
     }
-    return base;
+    return origin_of(low);
 }
 
 /* Image id, base and file offset of @p addr in mapping @p m. T.lock held. */
@@ -231,7 +257,7 @@ static void source_in(const struct mapping *m, uint64_t addr, uint32_t *id, uint
                       uint64_t *offset)
 {
     *id = (uint32_t)T.images[m->image].id;
-    *base = base_of(m->image);
+    *base = base_of(m);
     *offset = m->offset + (addr - m->start);
 }
 
@@ -275,7 +301,7 @@ int image_of(uint64_t pc, struct sluice_image *out, const char **path)
     m = mapping_at(pc);
     idx = m ? m->image : -1;
     if (idx >= 0) {
-        out->base = base_of(idx);
+        out->base = base_of(m);
         out->offset = pc - out->base;
         out->id = T.images[idx].id;
         out->flags = T.images[idx].id == 0 ? SLUICE_IMAGE_MAIN : 0;

@@ -47,7 +47,7 @@ void image_mremap(uint64_t old_start, uint64_t old_len, uint64_t start, uint64_t
 /** Where a guest address comes from in its file (image_file_at). */
 struct image_file {
     uint32_t id;         /**< image id, as image_of() gives it */
-    uint64_t base;       /**< lowest guest address the file is mapped at */
+    uint64_t base;       /**< its load's base (image_of()) */
     uint64_t offset;     /**< file offset of the address */
     uint64_t dev, ino;   /**< the file's st_dev and st_ino */
     uint64_t size;       /**< its st_size when this mapping was made */
@@ -71,8 +71,11 @@ int image_file_at(uint64_t addr, struct image_file *out);
 
 /**
  * The image holding guest address @p pc.
- * @param[out] out  id, base (lowest mapped address of that file), offset
- *                  (pc - base) and flags (SLUICE_IMAGE_MAIN)
+ * @param[out] out  id, base (where pc's load of the file puts its offset 0:
+ *                  its lowest address for a file loaded whole; mappings of
+ *                  one file placed alike, start - offset within 16 MiB,
+ *                  are one load), offset (pc - base) and flags
+ *                  (SLUICE_IMAGE_MAIN)
  * @param[out] path the file's path (borrowed until the next image_* call);
  *                  may be NULL
  * @return 0, or -ENOENT if no image holds pc.

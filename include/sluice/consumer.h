@@ -87,7 +87,8 @@ struct sluice_map {
     uint64_t start;     /**< guest address of the range (mremap: where it is now) */
     uint64_t len;       /**< bytes, the guest's length rounded up to 4 KiB (whole pages) */
     uint64_t offset;    /**< file offset of `start` (a file's mmap or mremap), else 0 */
-    uint64_t base;      /**< lowest guest address the file is mapped at (its module base) */
+    uint64_t base;      /**< its load's base: where the load puts the file's offset 0 (record.h,
+                             struct sluice_map_entry) */
     uint64_t old_start; /**< mremap: where the mapping was */
     uint64_t old_len;   /**< mremap: its bytes there */
     uint32_t image;     /**< the file's id in its process (0 the main executable), or
@@ -103,7 +104,7 @@ struct sluice_module {
     uint64_t start;  /**< guest range of the mmap (or mremap) that made it ... */
     uint64_t end;    /**< ... up to here, exclusive (parts may have been unmapped since) */
     uint64_t offset; /**< file offset of the address asked about; 0 for anonymous memory */
-    uint64_t base;   /**< lowest guest address of the file (module base); 0 for anonymous */
+    uint64_t base;   /**< its load's base (struct sluice_map); 0 for anonymous */
     uint32_t prot;   /**< PROT_* bits the address had */
     uint32_t image; /**< the file's id in its process (0 the main executable), or SLUICE_MAP_ANON */
     const char *path; /**< the file's path, or NULL for anonymous memory; valid as

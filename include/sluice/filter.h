@@ -78,7 +78,9 @@
  */
 struct sluice_inst_ctx {
     __u64 pc;         /**< guest virtual address of the instruction */
-    __u64 image_base; /**< guest virtual address of the lowest mapping of the image; 0 if none */
+    __u64 image_base; /**< guest address where pc's load of the image puts its file offset 0
+                           (its lowest mapping, for a file loaded whole: record.h's MAP base);
+                           0 if none */
     __s32 image_id;   /**< image holding pc, or -1 if none */
     __u32 length;     /**< bytes of the instruction (as QEMU decoded it) */
     __u32 flags;      /**< SLUICE_INST_* bits */

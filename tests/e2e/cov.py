@@ -225,6 +225,39 @@ def check_codefiles(args, tmp, problems):
     print("codefiles dump: %s; %r" % (sorted(set(named)), said))
 
 
+def check_remap(args, tmp, arch, problems):
+    """The program's page holding leaf() mapped again 1 GiB above its load, which stays: a
+    second module of the program, based where that mapping puts the file's offset 0, its
+    blocks at the same offsets as the first load's (the first module's end was stretched to
+    the copy and its blocks given offsets past 1 GiB: hostile round 9)."""
+    prog = common.need_file(os.path.join(args.guests, "counters-" + arch), "counters-" + arch)
+    base = os.path.join(tmp, "remap-" + arch)
+    out = base + ".drcov"
+    rc, stdout, err = common.run(common.cmd_sluice(args.sluice, "cov", out, prog,
+                                                   ["remap", base, "50"]))
+    calls = dict((who, (int(a, 16), int(o, 16))) for a, o, who in
+                 re.findall(rb"call ([0-9a-f]+) 32 ([0-9a-f]+) (again|first)", stdout))
+    if rc != 0 or sorted(calls) != [b"again", b"first"]:
+        problems.append("remap %s: exit %d, stdout %r, stderr %r" % (arch, rc, stdout, err[-300:]))
+        return
+    mods, bbs = read_drcov(out)
+    own = {mid: (b, e) for mid, (b, e, p) in mods.items() if p == prog}
+    again, off = calls[b"again"]
+    want = again - off
+    starts = {mid: {s for m, s, _ in bbs if m == mid} for mid in own}
+    second = [mid for mid, (b, _) in own.items() if b == want]
+    first = [mid for mid, (b, _) in own.items() if b == calls[b"first"][0] - off]
+    if len(own) != 2 or len(second) != 1 or len(first) != 1 or off not in starts[second[0]] \
+            or not starts[second[0]] <= starts[first[0]] or own[first[0]][1] > want:
+        problems.append("remap %s: modules of the program %s (want two: one based at %#x with "
+                        "blocks at offsets the first one has, %#x among them); blocks %s"
+                        % (arch, {m: (hex(b), hex(e)) for m, (b, e) in own.items()}, want, off,
+                           {m: sorted(hex(x) for x in v)[:6] for m, v in starts.items()}))
+        return
+    print("remap %s: second module at %#x, offsets %s" % (arch, want,
+                                                         sorted(hex(x) for x in starts[second[0]])))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sluice", required=True)
@@ -240,6 +273,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="sluice-cov-") as tmp:
         for arch in args.arch or common.ARCHES:
             check_static(args, tmp, arch, problems)
+            check_remap(args, tmp, arch, problems)
         if not args.arch or "x86_64" in args.arch:
             check_dynamic(args, tmp, problems)
             check_moved(args, tmp, problems)

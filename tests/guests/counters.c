@@ -106,6 +106,8 @@
  *                     store-conditional (sc_inc)
  *   firstfault        (riscv64, aarch64) first-fault and no-fault vector loads in the middle
  *                     of a buffer; prints the elements each loaded (all: nothing can fault)
+ *   remap N           maps the program's page holding leaf() again 1 GiB above it and calls
+ *                     leaf() there N times, then N times in place; prints both runs
  *   codefiles N       calls a copy of leaf() N times from a memfd page, then N times from a
  *                     page of FILE.gone, deleted once mapped; prints each run of calls
  *   rmw               atomic read-modify-writes (add, sub, or, and, xor, exchange, signed
@@ -1832,6 +1834,46 @@ static uint8_t *leaf_file_page(int fd, int flags)
     return must_map(NULL, page, PROT_READ | PROT_EXEC, flags, fd, 0);
 }
 
+/* The file offset of leaf() in the program, from /proc/self/maps (QEMU's, for the guest). */
+static long leaf_file_offset(void)
+{
+    unsigned long lo, hi, off, at = (unsigned long)leaf;
+    char line[512];
+    FILE *f = fopen("/proc/self/maps", "r");
+
+    while (f && fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "%lx-%lx %*s %lx", &lo, &hi, &off) == 3 && lo <= at && at < hi) {
+            fclose(f);
+            return (long)(off + (at - lo));
+        }
+    }
+    die("leaf() in /proc/self/maps");
+    return -1;
+}
+
+/*
+ * The program's own page holding leaf() mapped again 1 GiB above it, its first load still
+ * there, and leaf() called N times there, then N times in place: a second load of the
+ * program (cov: a module of its own, its offsets the file's).
+ */
+static int mode_remap(void)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    long off = leaf_file_offset(), in_page = off & (long)(page - 1);
+    uintptr_t at = ((uintptr_t)leaf & ~(uintptr_t)(page - 1)) + (1ul << 30);
+    int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    uint8_t *m;
+
+    if (fd < 0) {
+        die("open /proc/self/exe");
+    }
+    m = must_map((void *)at, page, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED_NOREPLACE, fd,
+                 off - in_page);
+    call_copy(m + in_page, off, " again");
+    call_copy((void *)leaf, off, " first");
+    return 0;
+}
+
 /* Code from a memfd (a JIT's way) and from a file deleted once mapped: cov's module map. */
 static int mode_codefiles(const char *file)
 {
@@ -2012,6 +2054,9 @@ int main(int argc, char **argv)
 #endif
     } else if (strcmp(mode, "firstfault") == 0) {
         return mode_firstfault();
+    } else if (strcmp(mode, "remap") == 0) {
+        map_counters(argv[2], 0);
+        return mode_remap();
     } else if (strcmp(mode, "codefiles") == 0) {
         return mode_codefiles(argv[2]);
     } else if (strcmp(mode, "rmw") == 0) {

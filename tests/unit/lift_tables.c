@@ -135,6 +135,15 @@ Test(image, main_executable_is_id_0_others_count_from_1)
     cr_assert_str_eq(path, real, "the path behind the descriptor");
     cr_assert_eq(image_of(0x13000, &img, NULL), -ENOENT, "one past the end");
     cr_assert_eq(image_of(0xfff, &img, NULL), -ENOENT);
+    /* A page of the file mapped again 1 GiB away, the first load still there: a load of its
+     * own, based where that mapping puts offset 0; the first load's base stays. */
+    image_mmap(0x40022000, 0x1000, ls, 0x2000);
+    cr_assert_eq(image_of(0x40022010, &img, NULL), 0);
+    cr_assert_eq(img.id, 0);
+    cr_assert_eq(img.base, 0x40020000, "a second load's own base");
+    cr_assert_eq(img.offset, 0x2010);
+    cr_assert_eq(image_of(0x22010, &img, NULL), 0);
+    cr_assert_eq(img.base, 0x20000, "the first load's base, unchanged");
     close(sh);
     close(ls);
 }
