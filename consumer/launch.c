@@ -113,7 +113,8 @@ static const char *target_of(unsigned machine, int cls, int data)
 
 const char *launch_elf_arch(const char *path, char *err, size_t errn)
 {
-    unsigned char e[EI_NIDENT + 4]; /* e_ident, e_type, e_machine: same in both classes */
+    /* e_ident, e_type, e_machine: same in both classes; up to ELF32's e_flags */
+    unsigned char e[40];
     unsigned machine;
     const char *arch;
     ssize_t n;
@@ -140,6 +141,10 @@ const char *launch_elf_arch(const char *path, char *err, size_t errn)
         snprintf(err, errn, "%s: unsupported ELF machine %u (%s, %d-bit, %s-endian)", path, machine,
                  machine_name(machine), e[EI_CLASS] == ELFCLASS64 ? 64 : 32,
                  e[EI_DATA] == ELFDATA2MSB ? "big" : "little");
+    } else if (machine == EM_MIPS && (e[36] & EF_MIPS_ABI2)) { /* e_flags, little-endian */
+        snprintf(err, errn, "%s: a MIPS n32 program (EF_MIPS_ABI2): sluice's mipsel runs o32 ones",
+                 path);
+        arch = NULL;
     }
     return arch;
 }

@@ -27,7 +27,8 @@ int launch_find_program(const char *prog, char *path, size_t n, char *err, size_
  * The QEMU target of the ELF program at @p path (its ELF header only):
  * "x86_64", "aarch64", "riscv64" or "mipsel".
  * @return the name (static), or NULL with a message in @p err naming the
- *         file and the reason (unreadable, not ELF, unsupported machine).
+ *         file and the reason (unreadable, not ELF, unsupported machine, a
+ *         MIPS n32 program).
  */
 const char *launch_elf_arch(const char *path, char *err, size_t errn);
 

@@ -179,6 +179,30 @@ def truncated(args, tmp):
     return ok
 
 
+def machines(args, tmp):
+    """ELF headers sluice refuses before QEMU starts, one line each: an i386 program, and a
+    MIPS n32 one (EF_MIPS_ABI2 in e_flags), which went on to QEMU's "Invalid ELF image"
+    (hostile round 9)."""
+    src = common.need_file(os.path.join(args.guests, "exitcode-mipsel"), "exitcode-mipsel")
+    ok = True
+    for name, at, value, want in (
+            ("i386", 18, b"\x03\x00", "unsupported ELF machine 3 (EM_386, 32-bit, little-endian)"),
+            ("n32", 36, None, "a MIPS n32 program (EF_MIPS_ABI2): sluice's mipsel runs o32 ones")):
+        prog = os.path.join(tmp, "machine-" + name)
+        with open(src, "rb") as f:
+            data = bytearray(f.read())
+        if value is None:
+            data[at] |= 0x20
+        else:
+            data[at:at + len(value)] = value
+        with open(prog, "wb") as g:
+            g.write(data)
+        os.chmod(prog, 0o755)
+        ok = expect("%s program" % name, sluice_cmd(args, prog, ["0"]),
+                    "sluice: %s: %s" % (prog, want)) and ok
+    return ok
+
+
 def dynamic(args, tmp):
     prog = common.need_file(os.path.join(args.guests, "exitcode-dynamic-aarch64"),
                             "exitcode-dynamic-aarch64")
@@ -514,6 +538,7 @@ def main():
     ok = True
     with tempfile.TemporaryDirectory(prefix="sluice-errors-") as tmp:
         ok = truncated(args, tmp) and ok
+        ok = machines(args, tmp) and ok
         ok = dynamic(args, tmp) and ok
         ok = jitter(args, tmp) and ok
         ok = qemus(args, tmp) and ok
