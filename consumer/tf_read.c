@@ -275,10 +275,8 @@ int tf_reader__open(struct tf_reader *r, const char *path, char *err, size_t err
         return -ENOMEM;
     }
     if (r->n == 0 || r->ref[0].h.type != SLUICE_TF_FILE || r->ref[0].offset != 0) {
-        snprintf(err, errlen,
-                 "%s: not a sluice trace file (its first bytes are no frame "
-                 "header)",
-                 path);
+        snprintf(err, errlen, "%s: not a sluice trace file (%s)", path,
+                 r->size ? "its first bytes are no frame header" : "it is empty");
         tf_reader__close(r);
         return -EPROTO;
     }

@@ -397,12 +397,13 @@ def check_damage(args, tmp, name, trace, whole, problems):
     if rc == 0 or "byte %d has type 77" % odd[0] not in err:
         problems.append("%s unknown: exit %d, %r: want a non-zero exit naming the frame at "
                         "byte %d and its type 77" % (name, rc, err, odd[0]))
-    for how, edit in (("garbage", lambda d: d.__setitem__(slice(0, None), os.urandom(100000))),
-                      ("empty", lambda d: d.clear())):
+    for how, edit, why in (("garbage", lambda d: d.__setitem__(slice(0, None), os.urandom(100000)),
+                            "its first bytes are no frame header"),
+                           ("empty", lambda d: d.clear(), "it is empty")):
         rc, err, _ = damaged(args, tmp, name, trace, whole, how, edit, problems)
-        if rc == 0 or "not a sluice trace file" not in err:
-            problems.append("%s %s: exit %d, %r: want 'not a sluice trace file'"
-                            % (name, how, rc, err))
+        if rc == 0 or "not a sluice trace file (%s)" % why not in err:
+            problems.append("%s %s: exit %d, %r: want 'not a sluice trace file (%s)'"
+                            % (name, how, rc, err, why))
 
 
 MAP_LINES = ("MAPPED", "MMAP", "MUNMAP", "MPROTECT", "MREMAP")
