@@ -47,7 +47,8 @@ int launch_find_program(const char *prog, char *path, size_t n, char *err, size_
     for (dirs = dirs ? dirs : "/usr/local/bin:/usr/bin:/bin"; *dirs;) {
         size_t len = strcspn(dirs, ":");
 
-        snprintf(path, n, "%.*s/%s", (int)len, len ? dirs : ".", prog);
+        /* An empty entry is the current directory, as for execvp(). */
+        snprintf(path, n, "%.*s/%s", len ? (int)len : 1, len ? dirs : ".", prog);
         if (is_exec_file(path)) {
             return 0;
         }

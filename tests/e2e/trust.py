@@ -807,19 +807,24 @@ def case_environ(c):
     name = "sluice-environ-guest"
     shutil.copy(c.prog, os.path.join(bindir, name))
     path = {"PATH": bindir + ":" + os.environ.get("PATH", "/usr/bin:/bin")}
-    runs = [("sluice", common.cmd_sluice(c.args.sluice, "stats", c.path("environ-name.stats"),
-                                         name, ["environ", f]))]
+    cmd = common.cmd_sluice(c.args.sluice, "stats", c.path("environ-name.stats"), name,
+                            ["environ", f])
+    runs = [("sluice", cmd, path, None),
+            # An empty entry of PATH is the current directory, as for execvp() (it was not
+            # searched: hostile round 10).
+            ("sluice, PATH ':/usr/bin' in its directory", cmd, {"PATH": ":/usr/bin"},
+             lambda: os.chdir(bindir))]
     if c.arch == platform.machine():
-        runs.append(("native", [name, "environ", f]))
+        runs.append(("native", [name, "environ", f], path, None))
     problems = []
-    for who, cmd in runs:
-        rc, out, err = common.run(cmd, extra_env=path)
+    for who, cmd, env, pre in runs:
+        rc, out, err = common.run(cmd, extra_env=env, preexec_fn=pre)
         first = out.decode(errors="replace").partition("\n")[0]
         if rc != 0 or first != "argv[0]: " + name:
             problems.append("%s: %s, first line %r (want 'argv[0]: %s'); stderr %r"
                             % (who, describe(rc), first, name, err[-300:]))
     c.report("environ by name", problems, "argv[0] %s as typed (%s)"
-             % (name, ", ".join(w for w, _ in runs)))
+             % (name, ", ".join(r[0] for r in runs)))
 
 
 # --- bytes -----------------------------------------------------------------------------
