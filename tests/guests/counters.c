@@ -1468,18 +1468,19 @@ __asm__(".pushsection .text.sc, \"ax\", @progbits\n"
 /* How many tries of one thread fail on purpose (bump), before the second thread starts. */
 #define ONE_THREAD_FAILS 5
 
-#ifdef HAVE_CAS
-int cas_inc(volatile uint64_t *p, uint64_t bump);
+#if defined(HAVE_CAS) || defined(HAVE_SC)
+/* mode_tries()' one try to add 1 to its word (plus @p bump between load and store), and
+ * the word's value. */
+static int (*try_add)(unsigned long bump);
+static unsigned long (*word_value)(void);
+static unsigned long tries_failed[2];
 
-static _Alignas(64) volatile uint64_t cas_word;
-static unsigned long cas_failed[2];
-
-static void *cas_thread(void *arg)
+static void *tries_thread(void *arg)
 {
     unsigned long *failed = arg;
 
     for (unsigned long i = 0; i < rounds; i++) {
-        while (!cas_inc(&cas_word, 0)) {
+        while (!try_add(0)) {
             ++*failed;
         }
     }
@@ -1488,23 +1489,41 @@ static void *cas_thread(void *arg)
 
 /*
  * Tries that fail in one thread (each bumps the word by 2), then two threads
- * add 1 to one word N times each by compare-and-swap.
+ * add 1 to one word N times each with @p add; prints "NAME took failed word".
  */
-static int mode_cas(void)
+static int mode_tries(const char *name, int (*add)(unsigned long), unsigned long (*value)(void))
 {
     pthread_t t;
 
+    try_add = add;
+    word_value = value;
     for (int i = 0; i < ONE_THREAD_FAILS; i++) {
-        cas_failed[0] += !cas_inc(&cas_word, 2);
+        tries_failed[0] += !try_add(2);
     }
-    if (pthread_create(&t, NULL, cas_thread, &cas_failed[1]) != 0) {
+    if (pthread_create(&t, NULL, tries_thread, &tries_failed[1]) != 0) {
         return 1;
     }
-    cas_thread(&cas_failed[0]);
+    tries_thread(&tries_failed[0]);
     pthread_join(t, NULL);
-    printf("cas took %lu failed %lu word %llu\n", 2 * rounds, cas_failed[0] + cas_failed[1],
-           (unsigned long long)cas_word);
-    return cas_word == 2 * rounds + 2 * ONE_THREAD_FAILS ? 0 : 1;
+    printf("%s took %lu failed %lu word %lu\n", name, 2 * rounds, tries_failed[0] + tries_failed[1],
+           word_value());
+    return word_value() == 2 * rounds + 2 * ONE_THREAD_FAILS ? 0 : 1;
+}
+#endif
+
+#ifdef HAVE_CAS
+int cas_inc(volatile uint64_t *p, uint64_t bump);
+
+static _Alignas(64) volatile uint64_t cas_word;
+
+static int cas_add(unsigned long bump)
+{
+    return cas_inc(&cas_word, bump);
+}
+
+static unsigned long cas_value(void)
+{
+    return (unsigned long)cas_word;
 }
 #endif
 
@@ -1512,36 +1531,15 @@ static int mode_cas(void)
 int sc_inc(volatile sc_word_t *p, sc_word_t bump);
 
 static _Alignas(64) volatile sc_word_t sc_word;
-static unsigned long sc_failed[2];
 
-static void *sc_thread(void *arg)
+static int sc_add(unsigned long bump)
 {
-    unsigned long *failed = arg;
-
-    for (unsigned long i = 0; i < rounds; i++) {
-        while (!sc_inc(&sc_word, 0)) {
-            ++*failed;
-        }
-    }
-    return NULL;
+    return sc_inc(&sc_word, (sc_word_t)bump);
 }
 
-/* mode_cas() with load-linked/store-conditional (sc_inc). */
-static int mode_sc(void)
+static unsigned long sc_value(void)
 {
-    pthread_t t;
-
-    for (int i = 0; i < ONE_THREAD_FAILS; i++) {
-        sc_failed[0] += !sc_inc(&sc_word, 2);
-    }
-    if (pthread_create(&t, NULL, sc_thread, &sc_failed[1]) != 0) {
-        return 1;
-    }
-    sc_thread(&sc_failed[0]);
-    pthread_join(t, NULL);
-    printf("sc took %lu failed %lu word %llu\n", 2 * rounds, sc_failed[0] + sc_failed[1],
-           (unsigned long long)sc_word);
-    return sc_word == (sc_word_t)(2 * rounds + 2 * ONE_THREAD_FAILS) ? 0 : 1;
+    return (unsigned long)sc_word;
 }
 #endif
 
@@ -2068,12 +2066,12 @@ int main(int argc, char **argv)
 #ifdef HAVE_CAS
     } else if (strcmp(mode, "cas") == 0) {
         map_counters(argv[2], 0);
-        return mode_cas();
+        return mode_tries("cas", cas_add, cas_value);
 #endif
 #ifdef HAVE_SC
     } else if (strcmp(mode, "sc") == 0) {
         map_counters(argv[2], 0);
-        return mode_sc();
+        return mode_tries("sc", sc_add, sc_value);
 #endif
 #ifdef HAVE_MOPSFAULT
     } else if (strcmp(mode, "mopsfault") == 0) {
