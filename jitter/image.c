@@ -214,10 +214,11 @@ void image_mremap(uint64_t old_start, uint64_t old_len, uint64_t start, uint64_t
 }
 
 /*
- * How far apart two mappings of one file may place it (start - file offset)
- * and be one load: a loader maps an ELF's segments with the gaps their
- * alignment leaves (pages to a few MiB); a second load of the file, or a
- * page of it mapped again elsewhere, lies further (as a rule).
+ * How far above the start of its load a mapping may place its file (start -
+ * file offset) and be part of that load: a loader maps an ELF's segments
+ * with the gaps their alignment leaves (pages to a few MiB); a second load
+ * of the file, or a page of it mapped again elsewhere, lies further (as a
+ * rule: closer, it is taken for a segment of the load).
  */
 #define LOAD_SPREAD (16ull << 20)
 
@@ -229,27 +230,29 @@ static uint64_t origin_of(const struct mapping *m)
 }
 
 /*
- * The base of the load mapping @p m is part of (the mappings of its file
- * whose origins lie within LOAD_SPREAD of its own): the origin of the
- * load's lowest mapping. For a file loaded whole that is its lowest address
- * (an ELF's first segment maps offset 0); a file mapped twice at once
- * (dlmopen, a page mapped again apart) has a base per load, so pc - base is
- * the offset in the file's layout in each. T.lock held.
+ * The base of the load mapping @p m is part of: the start of the nearest
+ * mapping of offset 0 of its file (a load's first: an ELF's first segment
+ * holds its header) at or below where @p m puts the file's offset 0, within
+ * LOAD_SPREAD; else that place itself (a page of the file mapped alone).
+ * For a file loaded whole that is its lowest address; a file mapped twice
+ * at once (dlmopen, a page mapped again apart) has a base per load, so
+ * pc - base is the offset in the file's layout in each. T.lock held.
  */
 static uint64_t base_of(const struct mapping *m)
 {
-    uint64_t own = origin_of(m);
-    const struct mapping *low = m;
+    uint64_t own = origin_of(m), base = own;
+    int found = 0;
 
     for (size_t i = 0; i < T.n_maps; i++) {
-        uint64_t o = origin_of(&T.maps[i]);
+        const struct mapping *n = &T.maps[i];
 
-        if (T.maps[i].image == m->image && T.maps[i].start < low->start &&
-            (o > own ? o - own : own - o) < LOAD_SPREAD) {
-            low = &T.maps[i];
+        if (n->image == m->image && n->offset == 0 && n->start <= own &&
+            own - n->start < LOAD_SPREAD && (!found || n->start > base)) {
+            base = n->start;
+            found = 1;
         }
     }
-    return origin_of(low);
+    return base;
 }
 
 /* Image id, base and file offset of @p addr in mapping @p m. T.lock held. */

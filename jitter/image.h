@@ -71,10 +71,8 @@ int image_file_at(uint64_t addr, struct image_file *out);
 
 /**
  * The image holding guest address @p pc.
- * @param[out] out  id, base (where pc's load of the file puts its offset 0:
- *                  its lowest address for a file loaded whole; mappings of
- *                  one file placed alike, start - offset within 16 MiB,
- *                  are one load), offset (pc - base) and flags
+ * @param[out] out  id, base (of pc's load of the file: record.h's struct
+ *                  sluice_map_entry), offset (pc - base) and flags
  *                  (SLUICE_IMAGE_MAIN)
  * @param[out] path the file's path (borrowed until the next image_* call);
  *                  may be NULL

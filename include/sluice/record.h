@@ -414,10 +414,11 @@ struct sluice_map_entry {
     uint64_t start;  /**< guest address, page-aligned */
     uint64_t len;    /**< bytes, a multiple of the guest page size */
     uint64_t offset; /**< file offset of start (mmap and mremap of a file), else 0 */
-    uint64_t base;   /**< the load's base: where it puts the file's offset 0, its lowest
-                          address for a file loaded whole (mappings of one file placed alike,
-                          start - offset within 16 MiB of each other, are one load; a file
-                          mapped again apart, or loaded twice, has a base per load) */
+    uint64_t base;   /**< the load's base: its lowest address for a file loaded whole (a
+                          load: the file's mapping of offset 0 and those that put the file's
+                          offset 0, start - offset, at most 16 MiB above it); a file mapped
+                          again apart, or loaded twice, has a base per load; a page of it
+                          mapped alone, where it puts offset 0 */
     uint64_t old_start; /**< mremap: where the mapping was */
     uint64_t old_len;   /**< mremap: its bytes there */
     /*

@@ -119,14 +119,14 @@ Test(image, main_executable_is_id_0_others_count_from_1)
     int sh = open_file("/bin/sh"), ls = open_file("/bin/ls");
 
     cr_assert_eq(image_init("/bin/ls"), 0);
-    image_mmap(0x10000, 0x3000, sh, 0); /* first seen: id 1 */
-    image_mmap(0x20000, 0x2000, ls, 0); /* the main executable */
-    image_mmap(0x22000, 0x1000, ls, 0x5000);
-    cr_assert_eq(image_of(0x22010, &img, &path), 0);
+    image_mmap(0x10000, 0x3000, sh, 0);      /* first seen: id 1 */
+    image_mmap(0x20000, 0x2000, ls, 0);      /* the main executable */
+    image_mmap(0x23000, 0x1000, ls, 0x2000); /* a segment after a gap, as ELF data lies */
+    cr_assert_eq(image_of(0x23010, &img, &path), 0);
     cr_assert_eq(img.id, 0);
     cr_assert_eq(img.flags, SLUICE_IMAGE_MAIN);
     cr_assert_eq(img.base, 0x20000, "the lowest mapping of the file");
-    cr_assert_eq(img.offset, 0x2010);
+    cr_assert_eq(img.offset, 0x3010);
     cr_assert_eq(image_of(0x12345, &img, &path), 0);
     cr_assert_eq(img.id, 1);
     cr_assert_eq(img.flags, 0);
@@ -142,8 +142,14 @@ Test(image, main_executable_is_id_0_others_count_from_1)
     cr_assert_eq(img.id, 0);
     cr_assert_eq(img.base, 0x40020000, "a second load's own base");
     cr_assert_eq(img.offset, 0x2010);
-    cr_assert_eq(image_of(0x22010, &img, NULL), 0);
+    cr_assert_eq(image_of(0x23010, &img, NULL), 0);
     cr_assert_eq(img.base, 0x20000, "the first load's base, unchanged");
+    /* ... and 1 MiB below the first load: its own base, and the first load's stays. */
+    image_mmap(0x0f000, 0x1000, ls, 0x2000);
+    cr_assert_eq(image_of(0x0f010, &img, NULL), 0);
+    cr_assert_eq(img.base, 0x0d000, "a page mapped below the load: a load of its own");
+    cr_assert_eq(image_of(0x23010, &img, NULL), 0);
+    cr_assert_eq(img.base, 0x20000, "the first load's base, unchanged by a mapping below");
     close(sh);
     close(ls);
 }
