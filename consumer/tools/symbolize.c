@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "capstone_lib.h"
 #include "symbolize.h"
 #include "tools.h"
 
@@ -560,10 +561,13 @@ static struct disasm *disasm_for(const char *arch)
             continue;
         }
         if (d->state == 0) {
-            d->state = cs_open(d->cs_arch, (cs_mode)d->cs_mode, &d->handle) == CS_ERR_OK ? 1 : -1;
+            const struct capstone_lib *cs = capstone_lib_get();
+
+            d->state =
+                cs && cs->open(d->cs_arch, (cs_mode)d->cs_mode, &d->handle) == CS_ERR_OK ? 1 : -1;
             /* operands and groups: a direct branch's target gets its symbol */
             if (d->state == 1) {
-                cs_option(d->handle, CS_OPT_DETAIL, CS_OPT_ON);
+                cs->option(d->handle, CS_OPT_DETAIL, CS_OPT_ON);
             }
         }
         return d->state == 1 ? d : NULL;
@@ -600,11 +604,12 @@ static char *put_undecoded(char *p, char *end, const struct disasm *d, const uin
 /* The target of direct branch or call @p insn (an immediate operand), or 0. */
 static uint64_t branch_target(const struct disasm *d, const cs_insn *insn)
 {
+    const struct capstone_lib *cs = capstone_lib_get(); /* (loaded: d is open) */
     const cs_detail *x = insn->detail;
     int i;
 
-    if (!x || !(cs_insn_group(d->handle, insn, CS_GRP_JUMP) ||
-                cs_insn_group(d->handle, insn, CS_GRP_CALL))) {
+    if (!x || !(cs->insn_group(d->handle, insn, CS_GRP_JUMP) ||
+                cs->insn_group(d->handle, insn, CS_GRP_CALL))) {
         return 0;
     }
     switch (d->cs_arch) {
@@ -673,7 +678,7 @@ static char *put_insn(char *p, char *end, const struct sluice_thread_info *t,
     }
     bytes = (const uint8_t *)m->image + offset;
     n = m->image_len - offset < 16 ? m->image_len - offset : 16;
-    if (cs_disasm(d->handle, bytes, n, pc, 1, &insn) != 1) {
+    if (capstone_lib_get()->disasm(d->handle, bytes, n, pc, 1, &insn) != 1) {
         return put_undecoded(p, end, d, bytes, n);
     }
     p = put_clean(p, end, insn->mnemonic, sizeof(insn->mnemonic), 0);
@@ -683,7 +688,7 @@ static char *put_insn(char *p, char *end, const struct sluice_thread_info *t,
     if (sym.flags & SYM_SYMBOLS) {
         p = put_target(p, end, t, m, branch_target(d, insn));
     }
-    cs_free(insn, 1);
+    capstone_lib_get()->free(insn, 1);
     return p;
 }
 
@@ -833,7 +838,7 @@ void sym_fini(void)
     sym.image_bytes = 0;
     for (i = 0; i < sizeof(disasms) / sizeof(disasms[0]); i++) {
         if (disasms[i].state == 1) {
-            cs_close(&disasms[i].handle);
+            capstone_lib_get()->close(&disasms[i].handle);
         }
         disasms[i].state = 0;
     }

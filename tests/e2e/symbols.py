@@ -31,6 +31,10 @@ time set back (`inplace`), is named as path@offset, with one line saying so,
 never with the other file's symbols. A file loaded by two hard links in turn
 (`linked`) is named by each name for the code loaded by it.
 
+Capstone is not linked but loaded on the first disassembly (`no_capstone`:
+readelf -d shows no NEEDED of it); where it cannot be loaded, `report`'s dump
+says so in one line and equals its --no-disasm dump.
+
 A size-0 symbol names only code of its own section (readelf -S): the PLT stubs
 after `_init` (size 0, in .init) have no symbol, as objdump's table has none.
 
@@ -45,6 +49,7 @@ cache) running its sha256sum.
 
 import argparse
 import collections
+import filecmp
 import os
 import re
 import shutil
@@ -603,6 +608,42 @@ def check_unlinked(args, tmp, problems):
                         % (rc, len(code), len(named), sorted(set(named))[:3]))
 
 
+def check_no_capstone(args, tmp, problems):
+    """Capstone is loaded when dump first disassembles, not linked (its relocations were most of
+    sluice's own start). `sluice` must not name it as NEEDED (readelf); and where it cannot be
+    loaded (an empty file by its soname first in LD_LIBRARY_PATH, for `report` only: QEMU links
+    it too), dump says so in one line and gives what `--no-disasm` gives, exit 0."""
+    rc, dyn, _ = common.run(["readelf", "-d", args.sluice])
+    needed = re.findall(rb"\(NEEDED\)\s+Shared library: \[(libcapstone[^]]*)\]", dyn)
+    if rc != 0 or needed:
+        problems.append("no_capstone: readelf -d %s exit %d: it needs %r" % (args.sluice, rc, needed))
+    trace = common.fresh(os.path.join(tmp, "nocs.sltr"))
+    prog = os.path.abspath(os.path.join(args.guests, "loops-x86_64"))
+    rc, _, err = common.run([args.sluice, "run", "--record", trace, "--tool", "stats", "-o",
+                             os.devnull, "--", prog])
+    if rc != 0:
+        problems.append("no_capstone: recording exit %d: %r" % (rc, err[-300:]))
+        return
+    lib = os.path.join(tmp, "nocs")
+    os.makedirs(lib, exist_ok=True)
+    for major in (4, 5, 6):  # (whichever the headers were of: an empty file for each)
+        open(os.path.join(lib, "libcapstone.so.%d" % major), "wb").close()
+    got, want = os.path.join(tmp, "nocs.dump"), os.path.join(tmp, "nocs-want.dump")
+    rc, _, err = common.run([args.sluice, "report", trace, "--tool", "dump", "-o", got],
+                            extra_env={"LD_LIBRARY_PATH": lib})
+    rc2, _, err2 = common.run([args.sluice, "report", trace, "--tool", "dump", "--no-disasm",
+                               "-o", want])
+    said = err.decode(errors="replace").splitlines()
+    same = rc2 == 0 and os.path.exists(got) and filecmp.cmp(got, want, shallow=False)
+    print("no_capstone: NEEDED %r; report exit %d, said %r, the dump %s --no-disasm's"
+          % (needed, rc, said, "is" if same else "is not"))
+    if rc != 0 or len(said) != 1 or "libcapstone.so." not in said[0] or \
+            "cannot be loaded" not in said[0] or not same:
+        problems.append("no_capstone: report without capstone exit %d, stderr %r, dump %s "
+                        "--no-disasm's (exit %d, %r): want exit 0, one line naming it, the same"
+                        % (rc, said, "is" if same else "is not", rc2, err2[-200:]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sluice", required=True)
@@ -630,6 +671,7 @@ def main():
             check_inplace(args, tmp, problems)
             check_linked(args, tmp, problems)
             check_unlinked(args, tmp, problems)
+            check_no_capstone(args, tmp, problems)
         if not args.arch or "aarch64" in args.arch:
             # A PIE with debug info and a PLT: its stubs follow .init's size-0 _init.
             dyn = os.path.abspath(os.path.join(args.guests, "exitcode-dynamic-aarch64"))
