@@ -5,7 +5,7 @@
  *        loaded the first time an instruction is to be disassembled.
  *
  * Why not linked: libcapstone's tables hold some 77 000 pointers the
- * dynamic loader relocates at every start (about 8 ms of CPU here: the
+ * dynamic loader relocates at every start (about 6 ms of CPU here: the
  * largest part of `sluice`'s own start, paid before QEMU starts, by every
  * command, disassembling or not).
  */
