@@ -409,7 +409,13 @@ static int file_ring(struct file_read *f, size_t i)
         r->bt = f->tables[h->arg[2]].bt;
         block_tables__ref(&f->s->tables, r->bt); /* the ring's, put when it ends */
         r->bt->snapshot_taken = 1;               /* the file says which chunk carries it */
-        r->bt->snapshot_at = h->arg[3];          /* before any chunk: workers read it */
+        if (!r->bt->snapshot_fixed) {
+            /* Once, at the table's first ring, before any of its chunks: workers read it
+             * (tf_write.c writes the process's one in each; another, in a file made
+             * otherwise, is not written under the workers' feet). */
+            r->bt->snapshot_at = h->arg[3];
+            r->bt->snapshot_fixed = 1;
+        }
     }
     r->s = f->s;
     r->salvaged = -1;
