@@ -27,8 +27,9 @@ struct capstone_lib {
 
 /**
  * The functions of libcapstone.so.CS_API_MAJOR (the library the headers are
- * of), loaded on the first call; NULL if it cannot be loaded or lacks one,
- * said once on stderr in one line naming the library and dlerror()'s reason.
+ * of), loaded on the first call; NULL if it cannot be loaded, lacks one, or
+ * its cs_version() is of another major version, said once on stderr in one
+ * line naming the library (the file loaded, where one was) and the reason.
  * Any thread, one at a time (the caller's lock); the library stays loaded.
  */
 const struct capstone_lib *capstone_lib_get(void);
