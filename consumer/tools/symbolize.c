@@ -84,6 +84,7 @@ struct disasm {
     int cs_mode;
     int state; /* 0 not opened yet, 1 open, -1 failed */
     csh handle;
+    const struct capstone_lib *cs; /* the library it was opened with, while open */
 };
 
 static struct {
@@ -100,10 +101,10 @@ static struct {
 } sym = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static struct disasm disasms[] = {
-    {"x86_64", CS_ARCH_X86, CS_MODE_64, 0, 0},
-    {"aarch64", CS_ARCH_ARM64, CS_MODE_ARM, 0, 0},
-    {"mipsel", CS_ARCH_MIPS, CS_MODE_MIPS32 | CS_MODE_LITTLE_ENDIAN, 0, 0},
-    {"mips", CS_ARCH_MIPS, CS_MODE_MIPS32 | CS_MODE_BIG_ENDIAN, 0, 0},
+    {"x86_64", CS_ARCH_X86, CS_MODE_64, 0, 0, NULL},
+    {"aarch64", CS_ARCH_ARM64, CS_MODE_ARM, 0, 0, NULL},
+    {"mipsel", CS_ARCH_MIPS, CS_MODE_MIPS32 | CS_MODE_LITTLE_ENDIAN, 0, 0, NULL},
+    {"mips", CS_ARCH_MIPS, CS_MODE_MIPS32 | CS_MODE_BIG_ENDIAN, 0, 0, NULL},
 };
 
 struct cached {
@@ -567,6 +568,7 @@ static struct disasm *disasm_for(const char *arch)
                 cs && cs->open(d->cs_arch, (cs_mode)d->cs_mode, &d->handle) == CS_ERR_OK ? 1 : -1;
             /* operands and groups: a direct branch's target gets its symbol */
             if (d->state == 1) {
+                d->cs = cs;
                 cs->option(d->handle, CS_OPT_DETAIL, CS_OPT_ON);
             }
         }
@@ -604,12 +606,11 @@ static char *put_undecoded(char *p, char *end, const struct disasm *d, const uin
 /* The target of direct branch or call @p insn (an immediate operand), or 0. */
 static uint64_t branch_target(const struct disasm *d, const cs_insn *insn)
 {
-    const struct capstone_lib *cs = capstone_lib_get(); /* (loaded: d is open) */
     const cs_detail *x = insn->detail;
     int i;
 
-    if (!x || !(cs->insn_group(d->handle, insn, CS_GRP_JUMP) ||
-                cs->insn_group(d->handle, insn, CS_GRP_CALL))) {
+    if (!x || !(d->cs->insn_group(d->handle, insn, CS_GRP_JUMP) ||
+                d->cs->insn_group(d->handle, insn, CS_GRP_CALL))) {
         return 0;
     }
     switch (d->cs_arch) {
@@ -678,7 +679,7 @@ static char *put_insn(char *p, char *end, const struct sluice_thread_info *t,
     }
     bytes = (const uint8_t *)m->image + offset;
     n = m->image_len - offset < 16 ? m->image_len - offset : 16;
-    if (capstone_lib_get()->disasm(d->handle, bytes, n, pc, 1, &insn) != 1) {
+    if (d->cs->disasm(d->handle, bytes, n, pc, 1, &insn) != 1) {
         return put_undecoded(p, end, d, bytes, n);
     }
     p = put_clean(p, end, insn->mnemonic, sizeof(insn->mnemonic), 0);
@@ -688,7 +689,7 @@ static char *put_insn(char *p, char *end, const struct sluice_thread_info *t,
     if (sym.flags & SYM_SYMBOLS) {
         p = put_target(p, end, t, m, branch_target(d, insn));
     }
-    capstone_lib_get()->free(insn, 1);
+    d->cs->free(insn, 1);
     return p;
 }
 
@@ -838,7 +839,7 @@ void sym_fini(void)
     sym.image_bytes = 0;
     for (i = 0; i < sizeof(disasms) / sizeof(disasms[0]); i++) {
         if (disasms[i].state == 1) {
-            capstone_lib_get()->close(&disasms[i].handle);
+            disasms[i].cs->close(&disasms[i].handle);
         }
         disasms[i].state = 0;
     }
