@@ -163,6 +163,7 @@ static ssize_t take_lossy(struct ring_state *r, struct chunk *c)
             return n;
         }
         memcpy(copy + 1, words, (size_t)n);
+        ring_reader__evict(words, (size_t)n);
         if (!ring_reader__claim(&r->rd, at, at + (uint64_t)n)) {
             r->rd.pos = at; /* taken by the producer: start again from its tail */
             continue;

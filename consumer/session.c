@@ -395,6 +395,9 @@ static void work(void *ctx, struct chunk *c)
          * looks at it again (which once made a worker wait for another's slice forever). */
         partial = c->partial;
         c->ord.partial = partial;
+        if (!partial && !c->copied) {
+            ring_reader__evict(c->words, c->len); /* read whole: see ring_reader.h */
+        }
         order__push(&s->ord, &c->ord);
         if (!partial) {
             return; /* the ordering thread's now */
