@@ -131,6 +131,14 @@ const char *launch_elf_arch(const char *path, char *err, size_t errn)
         snprintf(err, errn, "%s: %s", path, strerror(errno));
         return NULL;
     }
+    if (n >= 2 && e[0] == '#' && e[1] == '!') {
+        /* QEMU runs ELF programs only: the kernel's #! handling is not emulated. */
+        snprintf(err, errn,
+                 "%s: a script (#!), not an ELF program: trace its interpreter "
+                 "(sluice run -- INTERPRETER %s)",
+                 path, path);
+        return NULL;
+    }
     if (n < (ssize_t)sizeof(e) || memcmp(e, ELFMAG, SELFMAG) != 0) {
         snprintf(err, errn, "%s: not an ELF file", path);
         return NULL;
@@ -216,6 +224,29 @@ static void hide_sluice_env(void)
 /* SIGPIPE and SIGXFSZ as sluice was started with them (launch_ignore_sigpipe()): the guest's. */
 static struct sigaction first_pipe = {.sa_handler = SIG_DFL}, first_xfsz = {.sa_handler = SIG_DFL};
 
+/* Bit k: descriptor k was closed when sluice started (launch_hold_stdio()). */
+static unsigned closed_stdio;
+
+int launch_hold_stdio(void)
+{
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) {
+            continue;
+        }
+        /* The lowest free number: fd itself, those below being open. */
+        if (open("/dev/null", O_RDWR) != fd) {
+            return -1;
+        }
+        closed_stdio |= 1u << fd;
+    }
+    return 0;
+}
+
+int launch_stdio_closed(int fd)
+{
+    return fd >= 0 && fd <= 2 && (closed_stdio >> fd & 1);
+}
+
 void launch_ignore_sigpipe(void)
 {
     struct sigaction ign;
@@ -240,6 +271,12 @@ static void child(const char *qemu, const char *jitter, const char *prog, const 
     sigaction(SIGXFSZ, &first_xfsz, NULL);
     /* The one descriptor QEMU must inherit; all of ours are close-on-exec. */
     fcntl(consumer_fd, F_SETFD, flags & ~FD_CLOEXEC);
+    /* The guest's standard descriptors as sluice got them: closed ones closed. */
+    for (int fd = 0; fd <= 2; fd++) {
+        if (launch_stdio_closed(fd)) {
+            close(fd);
+        }
+    }
     hide_sluice_env();
     while (args[n]) {
         n++;

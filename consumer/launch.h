@@ -57,6 +57,19 @@ int launch_jitter_path(const char *default_path, char *path, size_t n, char *err
 void launch_ignore_sigpipe(void);
 
 /**
+ * Main thread, before any descriptor is made: open /dev/null on each of
+ * descriptors 0, 1 and 2 that sluice was started without, so that no
+ * socket, ring or file of ours takes its number (a dump meant for a closed
+ * stdout went into the jitter's control socket). The guest's QEMU gets
+ * them closed again, as sluice was started (launch_spawn()).
+ * @return 0, or -1 if /dev/null cannot be opened (errno set).
+ */
+int launch_hold_stdio(void);
+
+/** Whether descriptor @p fd (0, 1 or 2) was closed when sluice started (launch_hold_stdio()). */
+int launch_stdio_closed(int fd);
+
+/**
  * fork+exec `qemu -jitter JITTER_ARG prog args...` with @p consumer_fd
  * inherited (@p jitter_arg names it, see jitter_arg.h) and every SLUICE_*
  * variable removed from QEMU's environment. Ignores SIGINT and SIGQUIT

@@ -865,6 +865,11 @@ static int open_outputs(const struct run_args *a, struct tool_env *env,
         env->out = stdout;
         env->name = "stdout";
     }
+    if (launch_stdio_closed(fileno(env->out))) {
+        /* Written to /dev/null, the output would be lost in silence. */
+        say("sluice: %s is closed: nowhere to write the output (give -o FILE)\n", env->name);
+        return 2;
+    }
     /* --tool record's trace is -o's (a->record set from it) */
     if (refuse_clobber("-o", path, a, paths) ||
         refuse_clobber(a->tool == &tool_record ? "-o" : "--record", a->record, a, paths)) {
@@ -1353,6 +1358,10 @@ static int cmd_ls(int argc, char **argv)
     if (argc > 3 || (argc == 3 && !json)) {
         return usage_error("%s", "usage: sluice ls [--json]");
     }
+    if (launch_stdio_closed(1)) {
+        say("%s", "sluice: ls: stdout is closed: nowhere to list the processes\n");
+        return 2;
+    }
     n = sluice_process__list(p, sizeof(p) / sizeof(p[0]));
     if (json) {
         printf("[");
@@ -1407,6 +1416,9 @@ static int cmd_ls(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    if (launch_hold_stdio() < 0) {
+        return 2; /* no /dev/null, and maybe no stderr to say so */
+    }
     launch_ignore_sigpipe();
     if (argc >= 2 && strcmp(argv[1], "run") == 0) {
         return cmd_run(argc, argv);

@@ -29,6 +29,9 @@ fail with EFBIG) must say so in one line at once, before the guest ends (its
 stdout and sluice's stderr share one pipe here, so their order is the order of
 events), cut the file back to its last whole line, let the guest run to its
 end with its normal output, and exit 1 (guest exit 0) or the guest's status.
+Started with stdout closed, `-o -` (and `ls`) is refused in one line; with stdout
+or stdin closed, the guest finds it closed as a native run does. A #! script is
+named as one, with its interpreter to trace instead.
 
   errors.py --sluice build/consumer/sluice --guests build/tests/e2e
 """
@@ -528,6 +531,39 @@ def odd_paths(args, tmp):
     return ok
 
 
+def closed_stdio(args, tmp):
+    """Started with stdout (or stdin) closed, sluice's first descriptor took its number: a dump
+    to -o - went into the jitter's control socket ("sluice: stdout: Message too long", exit 1),
+    and the guest was given that socket as its stdout. Now -o - on a closed stdout is refused
+    in one line, and the guest finds its descriptors closed as a native run does (the same
+    error and exit status: /bin/echo and /bin/cat, run natively beside)."""
+    close_out = lambda: os.close(1)  # noqa: E731
+    close_in = lambda: os.close(0)  # noqa: E731
+    true = os.path.join(args.guests, "exitcode-x86_64")
+    ok = expect("-o - with stdout closed", sluice_cmd(args, true, ["0"], "dump", ["-o", "-"]),
+                "sluice: stdout is closed: nowhere to write the output (give -o FILE)",
+                preexec_fn=close_out)
+    ok = expect("ls with stdout closed", [args.sluice, "ls"],
+                "sluice: ls: stdout is closed: nowhere to list the processes",
+                preexec_fn=close_out) and ok
+    table = os.path.join(tmp, "closed.txt")
+    for what, argv, close in (("stdout", ["/bin/echo", "hi"], close_out),
+                              ("stdin", ["/bin/cat"], close_in)):
+        nat = common.run(argv, preexec_fn=close)
+        got = common.run([args.sluice, "run", "-o", table, "--"] + argv, preexec_fn=close)
+        with open(table) as f:
+            traced = any(l.split()[:1] == ["total"] for l in f)
+        good = got[0] == nat[0] != 0 and got[2] == nat[2] and traced
+        print("%s with %s closed: %s (native: exit %d, %r; traced: exit %d, %r)" % (
+            argv[0], what, "ok" if good else "FAILED: want the native exit status and stderr, "
+            "and a stats table in -o", nat[0], nat[2][:200], got[0], got[2][:200]))
+        ok = ok and good
+    script = write_exe(os.path.join(tmp, "script.sh"), "#!/bin/sh\necho hi\n")
+    return expect("a #! script", sluice_cmd(args, script),
+                  "sluice: %s: a script (#!), not an ELF program: trace its interpreter "
+                  "(sluice run -- INTERPRETER %s)" % (script, script)) and ok
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sluice", required=True)
@@ -544,6 +580,7 @@ def main():
         ok = qemus(args, tmp) and ok
         ok = marks(args, tmp) and ok
         ok = odd_paths(args, tmp) and ok
+        ok = closed_stdio(args, tmp) and ok
         ok = nofile(args) and ok
         ok = full_stderr(args) and ok
         ok = broken_pipe(args) and ok
