@@ -88,9 +88,7 @@ static void *consume(void *arg)
     uint64_t pos = 0, sum = 0;
 
     while (pos < r->total) {
-        uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-
-        uint64_t from = pos;
+        uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE), from = pos;
 
         for (; pos < head; pos++) {
             sum += r->data[pos & (r->words - 1)];

@@ -532,11 +532,12 @@ def odd_paths(args, tmp):
 
 
 def closed_stdio(args, tmp):
-    """Started with stdout (or stdin) closed, sluice's first descriptor took its number: a dump
-    to -o - went into the jitter's control socket ("sluice: stdout: Message too long", exit 1),
-    and the guest was given that socket as its stdout. Now -o - on a closed stdout is refused
-    in one line, and the guest finds its descriptors closed as a native run does (the same
-    error and exit status: /bin/echo and /bin/cat, run natively beside)."""
+    """Started with stdout closed, sluice's first descriptor took its number: a dump to -o -
+    went into the jitter's control socket ("sluice: stdout: Message too long", exit 1). Now
+    -o - (and ls) on a closed stdout is refused in one line, and the guest still finds a
+    descriptor closed that sluice was started without, as a native run does (the same error
+    and exit status: /bin/echo and /bin/cat, run natively beside; sluice's /dev/null in its
+    place would make them succeed)."""
     close_out = lambda: os.close(1)  # noqa: E731
     close_in = lambda: os.close(0)  # noqa: E731
     true = os.path.join(args.guests, "exitcode-x86_64")
