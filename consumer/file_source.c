@@ -12,6 +12,7 @@
  * before it is used, a damaged frame stops only its thread (or its table),
  * and whatever came before it is delivered.
  */
+#include <endian.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -384,7 +385,8 @@ static int file_ring(struct file_read *f, size_t i)
 {
     const struct sluice_tf_frame *h = &f->rd.ref[i].h;
     struct ring_state *r;
-    char names[33] = {0}, why[320];
+    char names[41] = {0}, why[320];
+    uint64_t start_map;
     size_t len;
     int rc;
 
@@ -394,7 +396,7 @@ static int file_ring(struct file_read *f, size_t i)
     if (h->stream >= f->n_rings || f->rings[h->stream]) {
         return file_error(f, i, -EPROTO, "a ring number past the file's frames, or used twice");
     }
-    rc = tf_reader__payload(&f->rd, i, names, 32, &len, why, sizeof(why));
+    rc = tf_reader__payload(&f->rd, i, names, 40, &len, why, sizeof(why));
     if (rc < 0) {
         return file_ring_failed(f, i, rc, why);
     }
@@ -420,6 +422,8 @@ static int file_ring(struct file_read *f, size_t i)
     r->s = f->s;
     r->salvaged = -1;
     r->file_no = h->stream;
+    memcpy(&start_map, names + 32, 8);
+    r->file_start_map = len >= 40 ? le64toh(start_map) : UINT64_MAX; /* older files: 32 bytes */
     session_copy_name(r->arch, names, sizeof(r->arch));
     session_copy_name(r->comm, names + 16, sizeof(r->comm));
     r->info = (struct sluice_thread_info){(uint32_t)h->arg[0],
@@ -507,11 +511,14 @@ static int file_window(const struct file_read *f, size_t i)
  * the recorded session delivered there (@p carried, the frame's arg[3]);
  * or, for the first chunk delivered after chunks a window passed over, the
  * map where that chunk begins (the last passed chunk's position); or, when
- * a thread not delivered carried the process's (snap_due), the map as the
- * process's chunks before this one in the file left it. From then on, MAP
- * records before the snapshot's position are in it.
+ * a thread not delivered carried the process's (snap_due), the map its
+ * stream starts in if this is its @p first chunk and the file says where
+ * (RING payload), else the map as the process's chunks before this one in
+ * the file left it. From then on, MAP records before the snapshot's
+ * position are in it.
  */
-static void file_snapshot(struct file_read *f, struct ring_state *r, struct chunk *c, int carried)
+static void file_snapshot(struct file_read *f, struct ring_state *r, struct chunk *c, int carried,
+                          int first)
 {
     uint64_t t = f->ring_table[r->file_no];
     int due = t < f->n_tables && f->snap_due[t];
@@ -520,6 +527,13 @@ static void file_snapshot(struct file_read *f, struct ring_state *r, struct chun
     if (r->file_passed && !r->file_snap_own) {
         r->file_snap_own = 1;
         r->file_snap_at = r->file_maps_pos;
+        c->snapshot = maps;
+    } else if (due && !carried && first && r->file_start_map != UINT64_MAX && !r->file_snap_own) {
+        /* Its first chunk: the map its stream starts in. The process's chunks before it in
+         * the file may not hold the mapping its stack is (another thread's mmap, delivered
+         * after this thread's first chunk). */
+        r->file_snap_own = 1;
+        r->file_snap_at = r->file_start_map;
         c->snapshot = maps;
     } else if (due && !carried && f->table_pos[t] != UINT64_MAX && !r->file_snap_own) {
         r->file_snap_own = 1;
@@ -629,7 +643,7 @@ static void file_chunk(struct file_read *f, size_t i)
     c->at = h->arg[1];
     c->copied = 1;
     c->maps_pos = h->arg[2];
-    file_snapshot(f, r, c, h->arg[3] != 0);
+    file_snapshot(f, r, c, h->arg[3] != 0, h->arg[0] == 0);
     file_table_pos(f, i);
     c->windowed = where == FILE_EDGE;
     c->win_before = f->rd.ref[i].insns;

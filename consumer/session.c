@@ -166,7 +166,10 @@ static void on_start(void *ctx, struct order_ring *o)
 
     if (s->rec) {
         r->file_no = s->rec_rings++;
-        tf_writer__ring(s->rec, r->file_no, &r->info, r->bt);
+        /* Where its stream starts in the module log, when read from its start: a report of
+         * this thread alone (--tid) shows that map first (file_source.c). */
+        tf_writer__ring(s->rec, r->file_no, &r->info, r->bt,
+                        r->rd.start == 0 ? r->rd.maps_at_start : UINT64_MAX);
     }
     if (s->cb.thread) {
         s->cb.thread(s->cb.user, &r->info, 1);

@@ -64,6 +64,7 @@ struct ring_state {
     uint64_t file_maps_pos;
     int file_snap_own;
     uint64_t file_snap_at;
+    uint64_t file_start_map; /* read: the module log position its stream starts in, or UINT64_MAX */
     struct ring_state *next;
 };
 

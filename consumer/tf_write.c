@@ -14,6 +14,7 @@
  */
 #include "tf_write.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <search.h>
@@ -282,11 +283,12 @@ int tf_writer__stopped(const struct tf_writer *w)
 }
 
 void tf_writer__ring(struct tf_writer *w, uint32_t ring, const struct sluice_thread_info *t,
-                     const struct block_table *bt)
+                     const struct block_table *bt, uint64_t start_map)
 {
     struct sluice_tf_frame h = {.type = SLUICE_TF_RING, .stream = ring};
     const struct tf_table *tt = bt ? table_of(w, bt) : NULL;
-    char names[32] = {0};
+    char names[40] = {0};
+    uint64_t le = htole64(start_map);
 
     h.arg[0] = t->pid | (uint64_t)t->tid << 32;
     h.arg[1] = t->seq | (uint64_t)(t->big_endian != 0) << 32;
@@ -294,6 +296,7 @@ void tf_writer__ring(struct tf_writer *w, uint32_t ring, const struct sluice_thr
     h.arg[3] = bt ? bt->snapshot_at : 0;
     strncpy(names, t->arch, 15);
     strncpy(names + 16, t->comm, 15);
+    memcpy(names + 32, &le, 8);
     put_plain(w, &h, names, sizeof(names));
 }
 

@@ -71,10 +71,11 @@ int tf_writer__stopped(const struct tf_writer *w);
 /**
  * Ring @p ring (numbered by the caller from 0) of thread @p t starts; its
  * process's table is @p bt (or NULL), whose snapshot_at is final by now
- * (ring_source.c add_ring). Ordering thread.
+ * (ring_source.c add_ring); its stream starts in module log position
+ * @p start_map (UINT64_MAX: unknown). Ordering thread.
  */
 void tf_writer__ring(struct tf_writer *w, uint32_t ring, const struct sluice_thread_info *t,
-                     const struct block_table *bt);
+                     const struct block_table *bt, uint64_t start_map);
 
 /**
  * Chunk @p seq of ring @p ring: its span at ring position @p at, packed in

@@ -49,8 +49,11 @@ enum sluice_tf_type {
     /** A guest thread's ring; `stream` numbers it in the file, from 0. arg: [0] pid | tid << 32,
      *  [1] ring seq (sluice_thread_info.seq) | big_endian << 32, [2] its table's number or
      *  SLUICE_TF_NO_TABLE, [3] the module log position of its process's map snapshot
-     *  (sluice_callbacks.mmap; the same in every ring of the process). Payload: 32 bytes, the QEMU
-     * target name then the program name, 16 bytes each, NUL-padded. */
+     *  (sluice_callbacks.mmap; the same in every ring of the process). Payload: 40 bytes, the QEMU
+     *  target name then the program name, 16 bytes each, NUL-padded, then the module log position
+     *  this ring's stream starts in (record.h sluice_ring_hdr.maps_at_start; UINT64_MAX: not
+     *  read from its start), little-endian. Files written before 2026-12-07 hold the names
+     *  only (32 bytes). */
     SLUICE_TF_RING = 2,
     /** A piece of table `stream` (numbered from 0, one per guest process). arg: [0] 0 for
      *  block descriptors (record.h "Block table" data words), 1 for the module log;

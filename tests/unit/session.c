@@ -1286,7 +1286,7 @@ Test(session, recorded_count_of_errors_not_kept, .timeout = 30)
     w = tf_writer__open(path, err, sizeof(err));
     cr_assert_not_null(w, "%s", err);
     /* A thread with no chunk: the file is written from the trace's first frame on. */
-    tf_writer__ring(w, 0, &info, NULL);
+    tf_writer__ring(w, 0, &info, NULL, UINT64_MAX);
     tf_writer__ring_end(w, 0, 0, 0, 0);
     cr_assert_eq(tf_writer__close(w, -EPROTO, 0, text, err, sizeof(err)), 0, "%s", err);
     s = sluice_session__open_file(path, &none, &opts);
